@@ -1,0 +1,66 @@
+"""Build configuration shared by setup.py and the CI compile checks (.ci/), so that CI compiles
+the device sources with exactly the flags the wheel uses. Imports nothing but the standard
+library; setup.py passes torch in."""
+
+from pathlib import Path
+
+# No -ffast-math anywhere: the quantization is bit-exact IEEE arithmetic (SPEC §3.1).
+CXX_FLAGS = ["-O3", "-std=c++20"]
+
+# sm_90a: Hopper's own instructions (setmaxnreg, wgmma) need the 'a' target; the -gencode form
+# is the one that assembles for it with nvcc 13.0.
+NVCC_FLAGS = [
+    "-O3",
+    "-std=c++20",
+    "-gencode=arch=compute_90a,code=sm_90a",
+    "--expt-relaxed-constexpr",
+    "-DSGL_FP8_WITH_CUDA",
+    # torch's default flags disable the half/bf16 operators; the kernels use bit operations and
+    # intrinsics, so keep torch's defaults.
+]
+
+# gfx950 is the only ROCm target with OCP e4m3 (float8_e4m3fn) MFMA support that this package
+# serves; gfx942 (MI300) uses e4m3fnuz, which is out of scope (SPEC §1).
+SUPPORTED_ROCM_ARCHS = ("gfx950",)
+DEFAULT_ROCM_ARCH = "gfx950"
+
+CPU_SOURCES = ["sglang_fp8ext/csrc/registration.cpp", "sglang_fp8ext/csrc/cpu_ops.cpp"]
+CUDA_SOURCES = ["sglang_fp8ext/csrc/cuda_ops.cu"]
+HIP_SOURCES = ["sglang_fp8ext/csrc/hip_ops.hip"]
+
+
+def select_backend(torch, environ) -> str:
+    forced = environ.get("SGL_FP8_BUILD", "").strip().lower()
+    if forced:
+        if forced not in ("cpu", "cuda", "rocm"):
+            raise SystemExit(f"SGL_FP8_BUILD must be cpu, cuda or rocm, got {forced!r}")
+        return forced
+    if getattr(torch.version, "hip", None):
+        return "rocm"
+    if getattr(torch.version, "cuda", None):
+        return "cuda"
+    return "cpu"
+
+
+def sources_for(backend: str, root: Path):
+    extra = {"cpu": [], "cuda": CUDA_SOURCES, "rocm": HIP_SOURCES}[backend]
+    return [str(root / p) for p in CPU_SOURCES + extra]
+
+
+def rocm_arch_list(environ):
+    requested = [a.strip() for a in environ.get("PYTORCH_ROCM_ARCH", DEFAULT_ROCM_ARCH).replace(",", ";").split(";")]
+    requested = [a for a in requested if a]
+    unsupported = [a for a in requested if a.split(":")[0] not in SUPPORTED_ROCM_ARCHS]
+    if unsupported:
+        raise SystemExit(
+            f"sglang-fp8ext: PYTORCH_ROCM_ARCH asks for {', '.join(unsupported)}, which has no OCP FP8 "
+            f"(float8_e4m3fn) support this package serves; supported: {', '.join(SUPPORTED_ROCM_ARCHS)}. "
+            "gfx942 (MI300) uses e4m3fnuz and is out of scope: use AITER there."
+        )
+    return requested
+
+
+def hipcc_flags(arch_list):
+    return ["-O3", "-std=c++20", "-DSGL_FP8_WITH_HIP", "-D__HIP_PLATFORM_AMD__"] + [
+        f"--offload-arch={a}" for a in arch_list
+    ]

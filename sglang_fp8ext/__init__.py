@@ -1,0 +1,31 @@
+"""sglang-fp8ext: fused small-M FP8 block-scale projections for LLM decode.
+
+The ops live under ``torch.ops.sgl_fp8`` (SPEC §2); this package loads the compiled library,
+registers their fake implementations and re-exports the Python API (SPEC §5).
+"""
+
+from . import _C
+from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight
+from .linear import fp8_block_linear
+from .ops import add_rmsnorm_quant, per1x128_quant, rmsnorm_quant, scaled_gemm, smallm_gemm
+
+__version__ = "0.1.0"
+
+#: Which backend the installed library was built for ("cpu", "cuda" or "rocm") and its archs.
+BUILT_BACKEND: str = _C.backend
+BUILT_DEVICE_ARCHS: tuple = tuple(a for a in _C.device_archs.split(",") if a)
+
+__all__ = [
+    "per1x128_quant",
+    "smallm_gemm",
+    "scaled_gemm",
+    "rmsnorm_quant",
+    "add_rmsnorm_quant",
+    "fp8_block_linear",
+    "shuffle_weight",
+    "unshuffle_weight",
+    "scale_to_e8m0",
+    "e8m0_to_scale",
+    "BUILT_BACKEND",
+    "BUILT_DEVICE_ARCHS",
+]

@@ -1,0 +1,160 @@
+// Argument validation shared by every backend of the sgl_fp8 ops (SPEC §2).
+//
+// Every failure raises RuntimeError (TORCH_CHECK) whose message names the op, the argument and
+// what was expected, so bad input never reaches a kernel. The fake implementations in
+// sglang_fp8ext/ops.py restate the same rules with torch._check for compile-time tracing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Optional.h>
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+namespace sgl_fp8 {
+
+inline std::string dtype_name(at::ScalarType t) { return std::string(c10::toString(t)); }
+
+inline bool is_activation_dtype(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
+
+inline bool is_scale_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kFloat8_e8m0fnu; }
+
+// All named tensors must live on the device of the first one.
+inline void check_same_device(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> tensors) {
+  const auto& first = *tensors.begin();
+  for (const auto& [name, tensor] : tensors) {
+    TORCH_CHECK(tensor->device() == first.second->device(), op, ": expected ", name, " on ", first.second->device(),
+                " (the device of ", first.first, "), but it is on ", tensor->device(),
+                "; tensors are never copied between devices implicitly");
+  }
+}
+
+inline void check_activation(const char* op, const char* name, const at::Tensor& x, bool two_dim) {
+  TORCH_CHECK(is_activation_dtype(x.scalar_type()), op, ": expected ", name,
+              " to be bfloat16 or float16, but got ", dtype_name(x.scalar_type()));
+  if (two_dim) {
+    TORCH_CHECK(x.dim() == 2, op, ": expected ", name, " to be 2-D [M, K], but got ", x.dim(), "-D shape ",
+                x.sizes());
+  } else {
+    TORCH_CHECK(x.dim() >= 1, op, ": expected ", name, " to have at least one dimension [..., K]");
+  }
+  const int64_t K = x.size(-1);
+  TORCH_CHECK(K > 0 && K % 128 == 0, op, ": expected the last dimension of ", name,
+              " (K) to be a positive multiple of 128, but got K = ", K);
+  TORCH_CHECK(x.stride(-1) == 1, op, ": expected ", name, " to have a unit stride in its last dimension, but got ",
+              "stride ", x.stride(-1));
+}
+
+struct GemmShape {
+  int64_t M, N, K;
+  bool e8m0;  // w_scale (and x_scale) are float8_e8m0fnu
+};
+
+// w [N, K] e4m3 contiguous, w_scale [ceil(N/128), K/128] contiguous fp32|e8m0, optional bias [N].
+inline GemmShape check_weight_args(const char* op, int64_t M, int64_t K, const at::Tensor& w,
+                                   const at::Tensor& w_scale, const c10::optional<at::Tensor>& bias,
+                                   at::ScalarType out_dtype) {
+  TORCH_CHECK(w.scalar_type() == at::kFloat8_e4m3fn, op, ": expected w to be float8_e4m3fn, but got ",
+              dtype_name(w.scalar_type()));
+  TORCH_CHECK(w.dim() == 2, op, ": expected w to be 2-D [N, K], but got ", w.dim(), "-D shape ", w.sizes());
+  const int64_t N = w.size(0);
+  TORCH_CHECK(w.size(1) == K, op, ": expected w to have K = ", K, " columns (the activations' last dimension), ",
+              "but got w of shape ", w.sizes());
+  TORCH_CHECK(N > 0 && N % 16 == 0, op, ": expected N = w.size(0) to be a positive multiple of 16, but got N = ", N);
+  TORCH_CHECK(w.is_contiguous(), op, ": expected w to be contiguous ([N, K] row-major, or AITER-shuffled), ",
+              "but got strides ", w.strides());
+  TORCH_CHECK(is_scale_dtype(w_scale.scalar_type()), op, ": expected w_scale to be float32 or float8_e8m0fnu, ",
+              "but got ", dtype_name(w_scale.scalar_type()));
+  const int64_t NB = (N + 127) / 128, KB = K / 128;
+  TORCH_CHECK(w_scale.dim() == 2 && w_scale.size(0) == NB && w_scale.size(1) == KB, op,
+              ": expected w_scale of shape [ceil(N/128), K/128] = [", NB, ", ", KB, "], but got ", w_scale.sizes());
+  TORCH_CHECK(w_scale.is_contiguous(), op, ": expected w_scale to be contiguous, but got strides ",
+              w_scale.strides());
+  if (bias.has_value()) {
+    const at::Tensor& b = *bias;
+    TORCH_CHECK(b.dim() == 1 && b.size(0) == N, op, ": expected bias of shape [N] = [", N, "], but got ",
+                b.sizes());
+    TORCH_CHECK(b.scalar_type() == out_dtype, op, ": expected bias to have the output dtype ",
+                dtype_name(out_dtype), ", but got ", dtype_name(b.scalar_type()));
+    TORCH_CHECK(b.stride(0) == 1, op, ": expected bias to be contiguous, but got stride ", b.stride(0));
+  }
+  return GemmShape{M, N, K, w_scale.scalar_type() == at::kFloat8_e8m0fnu};
+}
+
+inline GemmShape check_smallm_gemm_args(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale,
+                                        const c10::optional<at::Tensor>& bias) {
+  constexpr const char* op = "sgl_fp8::smallm_gemm";
+  check_activation(op, "x", x, /*two_dim=*/true);
+  if (bias.has_value()) {
+    check_same_device(op, {{"x", &x}, {"w", &w}, {"w_scale", &w_scale}, {"bias", &*bias}});
+  } else {
+    check_same_device(op, {{"x", &x}, {"w", &w}, {"w_scale", &w_scale}});
+  }
+  return check_weight_args(op, x.size(0), x.size(1), w, w_scale, bias, x.scalar_type());
+}
+
+inline at::ScalarType scaled_gemm_out_dtype(const c10::optional<at::ScalarType>& out_dtype) {
+  const at::ScalarType t = out_dtype.value_or(at::kBFloat16);
+  TORCH_CHECK(is_activation_dtype(t), "sgl_fp8::scaled_gemm: expected out_dtype to be bfloat16 or float16, but got ",
+              dtype_name(t));
+  return t;
+}
+
+inline GemmShape check_scaled_gemm_args(const at::Tensor& xq, const at::Tensor& x_scale, const at::Tensor& w,
+                                        const at::Tensor& w_scale, at::ScalarType out_dtype,
+                                        const c10::optional<at::Tensor>& bias) {
+  constexpr const char* op = "sgl_fp8::scaled_gemm";
+  TORCH_CHECK(xq.scalar_type() == at::kFloat8_e4m3fn, op, ": expected xq to be float8_e4m3fn, but got ",
+              dtype_name(xq.scalar_type()));
+  TORCH_CHECK(xq.dim() == 2, op, ": expected xq to be 2-D [M, K], but got ", xq.dim(), "-D shape ", xq.sizes());
+  const int64_t M = xq.size(0), K = xq.size(1);
+  TORCH_CHECK(K > 0 && K % 128 == 0, op, ": expected K = xq.size(1) to be a positive multiple of 128, but got K = ",
+              K);
+  TORCH_CHECK(xq.stride(1) == 1, op, ": expected xq to have a unit stride in its last dimension, but got stride ",
+              xq.stride(1));
+  if (bias.has_value()) {
+    check_same_device(op, {{"xq", &xq}, {"x_scale", &x_scale}, {"w", &w}, {"w_scale", &w_scale}, {"bias", &*bias}});
+  } else {
+    check_same_device(op, {{"xq", &xq}, {"x_scale", &x_scale}, {"w", &w}, {"w_scale", &w_scale}});
+  }
+  const GemmShape shape = check_weight_args(op, M, K, w, w_scale, bias, out_dtype);
+  TORCH_CHECK(x_scale.scalar_type() == w_scale.scalar_type(), op, ": expected x_scale in the same format as ",
+              "w_scale (", dtype_name(w_scale.scalar_type()), "), but got ", dtype_name(x_scale.scalar_type()));
+  TORCH_CHECK(x_scale.dim() == 2 && x_scale.size(0) == M && x_scale.size(1) == K / 128, op,
+              ": expected x_scale of shape [M, K/128] = [", M, ", ", K / 128, "], but got ", x_scale.sizes());
+  return shape;
+}
+
+inline void check_quant_args(const at::Tensor& x, bool transpose_scale) {
+  constexpr const char* op = "sgl_fp8::per1x128_quant";
+  check_activation(op, "x", x, /*two_dim=*/false);
+  TORCH_CHECK(!transpose_scale || x.dim() == 2, op, ": transpose_scale=True needs a 2-D x [M, K], but got ",
+              x.dim(), "-D shape ", x.sizes());
+}
+
+inline void check_norm_args(const char* op, const at::Tensor& x, const at::Tensor* residual, const at::Tensor& weight,
+                            double eps) {
+  check_activation(op, "x", x, /*two_dim=*/false);
+  TORCH_CHECK(eps >= 0.0 && eps < 1e30, op, ": expected eps to be a finite non-negative number, but got ", eps);
+  const int64_t K = x.size(-1);
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == K, op, ": expected weight of shape [K] = [", K, "], but got ",
+              weight.sizes());
+  TORCH_CHECK(weight.scalar_type() == x.scalar_type(), op, ": expected weight to have x's dtype ",
+              dtype_name(x.scalar_type()), ", but got ", dtype_name(weight.scalar_type()));
+  TORCH_CHECK(weight.stride(0) == 1, op, ": expected weight to be contiguous, but got stride ", weight.stride(0));
+  if (residual) {
+    TORCH_CHECK(residual->sizes() == x.sizes(), op, ": expected residual of x's shape ", x.sizes(), ", but got ",
+                residual->sizes());
+    TORCH_CHECK(residual->scalar_type() == x.scalar_type(), op, ": expected residual to have x's dtype ",
+                dtype_name(x.scalar_type()), ", but got ", dtype_name(residual->scalar_type()));
+    TORCH_CHECK(residual->stride(-1) == 1, op, ": expected residual to have a unit stride in its last dimension, ",
+                "but got stride ", residual->stride(-1));
+    check_same_device(op, {{"x", &x}, {"residual", residual}, {"weight", &weight}});
+  } else {
+    check_same_device(op, {{"x", &x}, {"weight", &weight}});
+  }
+}
+
+}  // namespace sgl_fp8
