@@ -25,8 +25,10 @@ SUPPORTED_ROCM_ARCHS = ("gfx950",)
 DEFAULT_ROCM_ARCH = "gfx950"
 
 CPU_SOURCES = ["sglang_fp8ext/csrc/registration.cpp", "sglang_fp8ext/csrc/cpu_ops.cpp"]
-CUDA_SOURCES = ["sglang_fp8ext/csrc/cuda_ops.cu"]
-HIP_SOURCES = ["sglang_fp8ext/csrc/hip_ops.hip"]
+# The GPU glue is one file for both vendors (torch hipifies it on ROCm); the kernels are
+# torch-free translation units implementing kernels/common/gpu_launch.h.
+GPU_GLUE_SOURCES = ["sglang_fp8ext/csrc/gpu_ops.cpp"]
+CUDA_KERNEL_SOURCES = ["kernels/cuda/sm90_kernels.cu"]
 
 
 def select_backend(torch, environ) -> str:
@@ -42,8 +44,16 @@ def select_backend(torch, environ) -> str:
     return "cpu"
 
 
+def hip_kernel_sources(root: Path):
+    return sorted(str(p.relative_to(root)) for p in (root / "kernels" / "hip").glob("*.hip"))
+
+
 def sources_for(backend: str, root: Path):
-    extra = {"cpu": [], "cuda": CUDA_SOURCES, "rocm": HIP_SOURCES}[backend]
+    extra = {
+        "cpu": [],
+        "cuda": GPU_GLUE_SOURCES + CUDA_KERNEL_SOURCES,
+        "rocm": GPU_GLUE_SOURCES + hip_kernel_sources(root),
+    }[backend]
     return [str(root / p) for p in CPU_SOURCES + extra]
 
 

@@ -4,6 +4,8 @@ The ops live under ``torch.ops.sgl_fp8`` (SPEC §2); this package loads the comp
 registers their fake implementations and re-exports the Python API (SPEC §5).
 """
 
+import torch  # noqa: F401  (loads libtorch, which the compiled library links against)
+
 from . import _C
 from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight
 from .linear import fp8_block_linear

@@ -125,6 +125,11 @@ def _smallm_gemm_fake(x, w, w_scale, w_shuffled=False, bias=None):
     return x.new_empty((x.shape[0], N))
 
 
+@torch.library.register_fake("sgl_fp8::_smallm_gemm_configured")
+def _smallm_gemm_configured_fake(x, w, w_scale, w_shuffled, bias, config):
+    return _smallm_gemm_fake(x, w, w_scale, w_shuffled, bias)
+
+
 # ---- scaled_gemm --------------------------------------------------------------------------------
 
 

@@ -147,6 +147,12 @@ at::Tensor smallm_gemm_cpu(const at::Tensor& x, const at::Tensor& w, const at::T
   return block_scaled_gemm(qf, xs, s, w, w_shuffled, w_scale, bias, x.scalar_type());
 }
 
+// The CPU has a single GEMM implementation: the configuration is a GPU tuning knob.
+at::Tensor smallm_gemm_configured_cpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale,
+                                      bool w_shuffled, const c10::optional<at::Tensor>& bias, at::IntArrayRef) {
+  return smallm_gemm_cpu(x, w, w_scale, w_shuffled, bias);
+}
+
 at::Tensor scaled_gemm_cpu(const at::Tensor& xq, const at::Tensor& x_scale, const at::Tensor& w,
                            const at::Tensor& w_scale, bool w_shuffled, c10::optional<at::ScalarType> out_dtype,
                            const c10::optional<at::Tensor>& bias) {
@@ -234,6 +240,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rmsnorm_quant_cpu(const at::T
 TORCH_LIBRARY_IMPL(sgl_fp8, CPU, m) {
   m.impl("per1x128_quant", &sgl_fp8::per1x128_quant_cpu);
   m.impl("smallm_gemm", &sgl_fp8::smallm_gemm_cpu);
+  m.impl("_smallm_gemm_configured", &sgl_fp8::smallm_gemm_configured_cpu);
   m.impl("scaled_gemm", &sgl_fp8::scaled_gemm_cpu);
   m.impl("rmsnorm_quant", &sgl_fp8::rmsnorm_quant_cpu);
   m.impl("add_rmsnorm_quant", &sgl_fp8::add_rmsnorm_quant_cpu);

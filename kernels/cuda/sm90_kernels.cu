@@ -1,0 +1,227 @@
+// sm_90 implementation of the launchers declared in kernels/common/gpu_launch.h.
+//
+// Torch-free: CI compiles this file alone with nvcc for sm_90a and checks its SASS for FP8
+// tensor-core instructions; setup.py links it into sglang_fp8ext._C on CUDA builds.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "../common/gpu_launch.h"
+#include "sm90_block_scaled_gemm.cuh"
+#include "sm90_gemm_plan.h"
+#include "sm90_quant.cuh"
+
+namespace sgl_fp8 {
+namespace {
+
+using sm90::GemmKernelArgs;
+using sm90::GemmPlan;
+
+constexpr int kWeightPipelineDepth = 4;  // units (2 KB per warp each) in flight per warp
+
+using GemmKernel = void (*)(const GemmKernelArgs);
+
+template <bool PREQUANT>
+GemmKernel gemm_instance(int token_tiles) {
+  switch (token_tiles) {
+    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth>;
+    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth>;
+    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth>;
+    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth>;
+  }
+}
+
+struct DeviceFacts {
+  int sms = 0;
+  int64_t max_smem = 0;
+};
+
+// Per-device facts and per-kernel one-time setup, cached so the hot path makes no device
+// queries after the first call (and none that would break graph capture).
+class LaunchCache {
+ public:
+  static LaunchCache& get() {
+    static LaunchCache cache;
+    return cache;
+  }
+
+  const char* device_facts(int device, DeviceFacts& out) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = facts_.find(device);
+    if (it == facts_.end()) {
+      DeviceFacts f;
+      int smem_optin = 0, sms = 0;
+      if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+        return "cudaDeviceGetAttribute failed";
+      f.sms = sms;
+      f.max_smem = smem_optin;
+      it = facts_.emplace(device, f).first;
+    }
+    out = it->second;
+    return nullptr;
+  }
+
+  // Raise the kernel's dynamic shared memory limit to the device maximum, once per kernel.
+  const char* prepare_kernel(GemmKernel kernel, int device, int64_t max_smem) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Key key{reinterpret_cast<uintptr_t>(kernel), device, 0, 0};
+    if (prepared_.count(key)) return nullptr;
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem));
+    if (e != cudaSuccess) return cudaGetErrorString(e);
+    prepared_.emplace(key, 1);
+    return nullptr;
+  }
+
+  // How many clusters of `cluster` CTAs with `smem` bytes can be resident at once.
+  int max_active_clusters(GemmKernel kernel, int device, int cluster, int64_t smem) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Key key{reinterpret_cast<uintptr_t>(kernel), device, cluster, smem};
+    auto it = clusters_.find(key);
+    if (it != clusters_.end()) return it->second;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(cluster, 1024, 1);
+    config.blockDim = dim3(sm90::kGemmThreads, 1, 1);
+    config.dynamicSmemBytes = size_t(smem);
+    cudaLaunchAttribute attribute;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int count = 0;
+    if (cudaOccupancyMaxActiveClusters(&count, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // a failed query is not sticky; clear it so the launch check does not see it
+      count = 0;
+    }
+    clusters_.emplace(key, count);
+    return count;
+  }
+
+ private:
+  struct Key {
+    uintptr_t kernel;
+    int device, cluster;
+    int64_t smem;
+    bool operator==(const Key& o) const {
+      return kernel == o.kernel && device == o.device && cluster == o.cluster && smem == o.smem;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return std::hash<uintptr_t>()(k.kernel) ^ (size_t(k.device) << 1) ^ (size_t(k.cluster) << 8) ^
+             (size_t(k.smem) << 16);
+    }
+  };
+  std::mutex mutex_;
+  std::unordered_map<int, DeviceFacts> facts_;
+  std::unordered_map<Key, int, KeyHash> prepared_;
+  std::unordered_map<Key, int, KeyHash> clusters_;
+};
+
+}  // namespace
+
+const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
+  if (p.M == 0) return nullptr;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return "cudaGetDevice failed";
+  DeviceFacts facts;
+  if (const char* err = LaunchCache::get().device_facts(device, facts)) return err;
+
+  const bool prequant = p.x_type == ElemType::kE4M3;
+  const int token_tiles_hint = p.M >= 32 ? 4 : int((p.M + 7) / 8);
+  const GemmKernel kernel = prequant ? gemm_instance<true>(token_tiles_hint) : gemm_instance<false>(token_tiles_hint);
+  if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+  // Clusters are placed within GPCs, so not every SM count divides into clusters: ask how many
+  // fit when each CTA has an SM to itself (the plan keeps the grid to one resident wave).
+  const GemmPlan plan = sm90::plan_block_scaled_gemm(
+      p.N, p.K, p.M, facts.sms, facts.max_smem, p.config, [&](int cluster) -> int64_t {
+        return LaunchCache::get().max_active_clusters(kernel, device, cluster, facts.max_smem);
+      });
+  if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
+
+  GemmKernelArgs a;
+  a.x = p.x;
+  a.x_row_stride = p.x_row_stride;
+  a.x_is_fp16 = p.x_type == ElemType::kFP16;
+  a.x_scale = p.x_scale;
+  a.x_scale_stride_m = p.x_scale_stride_m;
+  a.x_scale_stride_kb = p.x_scale_stride_kb;
+  a.w = p.w;
+  a.w_shuffled = p.w_shuffled;
+  a.w_scale = p.w_scale;
+  a.e8m0 = p.e8m0;
+  a.bias = p.bias;
+  a.out = p.out;
+  a.out_is_fp16 = p.out_type == ElemType::kFP16;
+  a.M = int(p.M);
+  a.N = int(p.N);
+  a.K = int(p.K);
+  a.tiles = int(p.N / 16);
+  a.kblocks = int(p.K / 128);
+  a.k_split = plan.k_split;
+  a.warps_k = plan.warps_k;
+  a.warps_t = plan.warps_t;
+  a.max_tiles_per_group = plan.max_tiles_per_group;
+  a.max_blocks_per_cta = plan.max_blocks_per_cta;
+  a.block_stride = p.w_shuffled ? 2048 : 128;
+  a.stream_only = (p.config.reserved & 1) != 0;
+
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);
+  config.blockDim = dim3(sm90::kGemmThreads, 1, 1);
+  config.dynamicSmemBytes = size_t(plan.smem_bytes);
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attributes[2];
+  int n = 0;
+  if (plan.k_split > 1) {
+    attributes[n].id = cudaLaunchAttributeClusterDimension;
+    attributes[n].val.clusterDim.x = plan.k_split;
+    attributes[n].val.clusterDim.y = 1;
+    attributes[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (p.allow_early_weight_prefetch) {
+    attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  config.attrs = attributes;
+  config.numAttrs = n;
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, a);
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* launch_per1x128_quant(const QuantParams& p, void* stream) {
+  const int64_t groups = p.rows * (p.K / 128);
+  if (groups == 0) return nullptr;
+  const int64_t blocks = sm90::ceil_div(groups, sm90::kQuantThreads / 16);
+  sm90::per1x128_quant_sm90<<<dim3(unsigned(blocks < 65535 * 16 ? blocks : 65535 * 16)), sm90::kQuantThreads, 0,
+                              static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* launch_rmsnorm_quant(const NormQuantParams& p, void* stream) {
+  if (p.rows == 0) return nullptr;
+  if (p.rows > 0x7FFFFFFF) return "rmsnorm_quant: too many rows for one launch";
+  sm90::rmsnorm_quant_sm90<<<dim3(unsigned(p.rows)), sm90::kQuantThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+bool device_supported(int device_index, const char** why) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device_index) != cudaSuccess) {
+    if (why) *why = "could not read the device's compute capability";
+    return false;
+  }
+  if (major == 9 && minor == 0) return true;
+  if (why) *why = "this library has sm_90a kernels only (H100/H200); the device is not compute capability 9.0";
+  return false;
+}
+
+}  // namespace sgl_fp8

@@ -1,0 +1,52 @@
+// Thin wrappers over the sm_90 instructions the kernels use, one place for inline PTX.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace sgl_fp8::sm90 {
+
+// 16-byte streaming load of data read exactly once (the weight): read-only path, not kept in L1.
+__device__ __forceinline__ uint4 load_streaming_16B(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 16-byte load of data other blocks also read (activations): plain read-only path.
+__device__ __forceinline__ uint4 load_shared_readonly_16B(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// D = A * B + C with A 16x32 e4m3 (row), B 32x8 e4m3 (col), fp32 accumulators.
+// Fragments (PTX ISA, mma.m16n8k32 .e4m3): with group g = lane/4 and q = lane%4,
+//   a0: A[g][4q..4q+3]   a1: A[g+8][4q..]   a2: A[g][16+4q..]   a3: A[g+8][16+4q..]
+//   b0: B[4q..4q+3][g]   b1: B[16+4q..][g]
+//   d0, d1: D[g][2q], D[g][2q+1]            d2, d3: D[g+8][2q], D[g+8][2q+1]
+__device__ __forceinline__ void mma_e4m3_16x8x32(float4& d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                 uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d.x), "+f"(d.y), "+f"(d.z), "+f"(d.w)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two fp32 -> packed e4m3 with round-to-nearest-even; .satfinite saturates finite overflow and
+// +-Inf to +-448 and keeps NaN NaN: exactly SPEC's e4m3fn_rne(clamp(v, -448, 448)).
+// `lo` lands in the low byte.
+__device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float lo, float hi) {
+  uint16_t packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(hi), "f"(lo));
+  return packed;
+}
+
+// Programmatic dependent launch (sm_90): no-ops when the launch did not enable it.
+__device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_next_grid_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
+
+}  // namespace sgl_fp8::sm90

@@ -1,0 +1,154 @@
+// sm_90 producers of FP8 activations: per1x128_quant and (add_)rmsnorm_quant, one launch each.
+// Quantization is the shared bit-exact math of kernels/common/fp8_quant_math.h (SPEC §3.1/3.2),
+// with the e4m3 rounding done by cvt.rn.satfinite (identical to the CPU's software rounding).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "../common/fp8_quant_math.h"
+#include "../common/gpu_launch.h"
+#include "sm90_ptx.cuh"
+
+namespace sgl_fp8::sm90 {
+
+constexpr int kQuantThreads = 256;
+
+__device__ __forceinline__ float act_bits_to_f32(uint32_t bits16, bool fp16) {
+  return fp16 ? fp16_bits_to_f32(static_cast<uint16_t>(bits16)) : bf16_bits_to_f32(static_cast<uint16_t>(bits16));
+}
+
+// fp32 -> bf16/fp16 bits, round-to-nearest-even.
+__device__ __forceinline__ uint32_t f32_to_act_bits(float v, bool fp16) {
+  if (fp16) return __half_as_ushort(__float2half_rn(v));
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+// Quantizes 8 consecutive values of a 128-group held by one lane of a half-warp (16 lanes per
+// group). Returns the 8 e4m3 bytes; lane 0 of the half-warp stores the group scale.
+__device__ __forceinline__ uint2 quantize_8_of_group(const float (&v)[8], bool ue8m0, unsigned half_mask,
+                                                    void* scale, int64_t scale_index, bool store_scale) {
+  uint32_t key = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) key = max_key(key, magnitude_key(v[j]));
+#pragma unroll
+  for (int offset = 8; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(half_mask, key, offset));
+  const GroupQuantParams p = group_quant_params(key, ue8m0);
+  if (store_scale) {
+    if (ue8m0) {
+      static_cast<uint8_t*>(scale)[scale_index] = static_cast<uint8_t>(p.e8m0_exponent);
+    } else {
+      static_cast<float*>(scale)[scale_index] = p.scale;
+    }
+  }
+  uint2 packed;
+  packed.x = cvt_e4m3x2_satfinite(v[0] * p.inverse_scale, v[1] * p.inverse_scale) |
+             (cvt_e4m3x2_satfinite(v[2] * p.inverse_scale, v[3] * p.inverse_scale) << 16);
+  packed.y = cvt_e4m3x2_satfinite(v[4] * p.inverse_scale, v[5] * p.inverse_scale) |
+             (cvt_e4m3x2_satfinite(v[6] * p.inverse_scale, v[7] * p.inverse_scale) << 16);
+  return packed;
+}
+
+__device__ __forceinline__ void unpack_8(const uint4 raw, bool fp16, float (&v)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = act_bits_to_f32(words[j] & 0xFFFFu, fp16);
+    v[2 * j + 1] = act_bits_to_f32(words[j] >> 16, fp16);
+  }
+}
+
+// One half-warp per 128-group, grid-stride over rows x K/128 groups.
+__global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const QuantParams p) {
+  wait_for_previous_grid();
+  const int64_t groups_per_row = p.K / 128;
+  const int64_t groups = p.rows * groups_per_row;
+  const int l16 = threadIdx.x & 15;
+  const unsigned half_mask = 0xFFFFu << (threadIdx.x & 16);
+  const bool fp16 = p.x_type == ElemType::kFP16;
+  const auto* x = static_cast<const uint16_t*>(p.x);
+  for (int64_t gidx = (int64_t(blockIdx.x) * kQuantThreads + threadIdx.x) / 16; gidx < groups;
+       gidx += int64_t(gridDim.x) * (kQuantThreads / 16)) {
+    const int64_t row = gidx / groups_per_row, group = gidx - row * groups_per_row;
+    float v[8];
+    unpack_8(load_shared_readonly_16B(x + row * p.x_row_stride + group * 128 + l16 * 8), fp16, v);
+    const uint2 q = quantize_8_of_group(v, p.ue8m0, half_mask, p.scale,
+                                        row * p.scale_stride_row + group * p.scale_stride_group, l16 == 0);
+    *reinterpret_cast<uint2*>(p.q + row * p.K + group * 128 + l16 * 8) = q;
+  }
+  allow_next_grid_launch();
+}
+
+// One CTA per row. Pass 1: h = x (+ residual) in fp32, residual_out = round(h), sum of hr^2.
+// Pass 2 (row re-read from L2): y = round(hr * inv_rms * weight), 1x128 quant of y (SPEC §3.5).
+__global__ void __launch_bounds__(kQuantThreads) rmsnorm_quant_sm90(const NormQuantParams p) {
+  __shared__ float warp_sums[kQuantThreads / 32];
+  wait_for_previous_grid();
+  const int64_t row = blockIdx.x;
+  const bool fp16 = p.x_type == ElemType::kFP16;
+  const auto* x = static_cast<const uint16_t*>(p.x) + row * p.x_row_stride;
+  const auto* res = p.residual ? static_cast<const uint16_t*>(p.residual) + row * p.residual_row_stride : nullptr;
+  const auto* weight = static_cast<const uint16_t*>(p.weight);
+  auto* res_out = p.residual ? static_cast<uint16_t*>(p.residual_out) + row * p.K : nullptr;
+
+  // h rounded to the activation dtype, as fp32 (hr), for the 8 elements at `offset`.
+  auto load_hr = [&](int64_t offset, float (&hr)[8], bool store_residual) {
+    float xv[8];
+    unpack_8(load_shared_readonly_16B(x + offset), fp16, xv);
+    if (res) {
+      float rv[8];
+      unpack_8(load_shared_readonly_16B(res + offset), fp16, rv);
+      uint32_t out_words[4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t bits = f32_to_act_bits(xv[j] + rv[j], fp16);
+        hr[j] = act_bits_to_f32(bits, fp16);
+        if (j & 1) {
+          out_words[j / 2] |= bits << 16;
+        } else {
+          out_words[j / 2] = bits;
+        }
+      }
+      if (store_residual)
+        *reinterpret_cast<uint4*>(res_out + offset) = make_uint4(out_words[0], out_words[1], out_words[2], out_words[3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) hr[j] = xv[j];  // x is already in the activation dtype
+    }
+  };
+
+  float sum = 0.0f;
+  for (int64_t offset = int64_t(threadIdx.x) * 8; offset < p.K; offset += kQuantThreads * 8) {
+    float hr[8];
+    load_hr(offset, hr, /*store_residual=*/true);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum += hr[j] * hr[j];
+  }
+#pragma unroll
+  for (int o = 16; o >= 1; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) total += warp_sums[w];  // same order in every thread
+  const float inv_rms = 1.0f / sqrtf(total / float(p.K) + p.eps);
+
+  const int l16 = threadIdx.x & 15;
+  const unsigned half_mask = 0xFFFFu << (threadIdx.x & 16);
+  const int64_t groups = p.K / 128;
+  for (int64_t group = threadIdx.x / 16; group < groups; group += kQuantThreads / 16) {
+    const int64_t offset = group * 128 + l16 * 8;
+    float hr[8], wv[8], y[8];
+    load_hr(offset, hr, /*store_residual=*/false);
+    unpack_8(load_shared_readonly_16B(weight + offset), fp16, wv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) y[j] = act_bits_to_f32(f32_to_act_bits(hr[j] * inv_rms * wv[j], fp16), fp16);
+    const uint2 q = quantize_8_of_group(y, p.ue8m0, half_mask, p.scale, row * groups + group, l16 == 0);
+    *reinterpret_cast<uint2*>(p.q + row * p.K + offset) = q;
+  }
+  allow_next_grid_launch();
+}
+
+}  // namespace sgl_fp8::sm90

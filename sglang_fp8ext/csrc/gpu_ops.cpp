@@ -1,0 +1,217 @@
+// GPU backend glue of the sgl_fp8 ops (CUDA builds; ROCm builds get it hipified by torch's
+// build): validation (op_checks.h), output allocation with torch's allocator (graph-pool
+// safe), the current stream, and the launchers of kernels/common/gpu_launch.h.
+//
+// Nothing here synchronizes the device or allocates outside torch; the only device queries are
+// cached once per device (device_supported) on the first call.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <tuple>
+
+#include "../../kernels/common/gpu_launch.h"
+#include "op_checks.h"
+#include "op_outputs.h"
+
+namespace sgl_fp8 {
+namespace {
+
+ElemType elem_type_of(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return ElemType::kBF16;
+    case at::kHalf: return ElemType::kFP16;
+    case at::kFloat8_e4m3fn: return ElemType::kE4M3;
+    case at::kFloat: return ElemType::kFP32;
+    case at::kFloat8_e8m0fnu: return ElemType::kE8M0;
+    default: TORCH_CHECK(false, "sgl_fp8: unsupported dtype ", c10::toString(t));
+  }
+}
+
+// A device this library has no kernels for is an error with the reason; the Python package
+// checks this at import and keeps fp8_block_linear on its fallback there.
+void check_device_supported(const char* op, const at::Tensor& t) {
+  TORCH_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", t.device());
+  static std::mutex mutex;
+  static std::array<int8_t, 64> state{};  // 0 unknown, 1 supported, -1 not
+  static std::array<const char*, 64> reason{};
+  const int index = t.get_device();
+  TORCH_CHECK(index >= 0 && index < 64, op, ": device index ", index, " out of range");
+  if (state[index] == 0) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const char* why = nullptr;
+    if (state[index] == 0) {
+      const bool ok = device_supported(index, &why);
+      reason[index] = why;
+      state[index] = ok ? 1 : -1;
+    }
+  }
+  TORCH_CHECK(state[index] == 1, op, ": ", reason[index] ? reason[index] : "device not supported", " (", t.device(),
+              "); sglang_fp8ext.fp8_block_linear falls back to the reference path on such devices");
+}
+
+void check_launch(const char* op, const char* error) {
+  TORCH_CHECK(error == nullptr, op, ": kernel launch failed: ", error);
+}
+
+void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+// SGL_FP8_PDL=0 turns off programmatic dependent launch (the GEMM then waits for the previous
+// kernel before streaming its weight). Read per call: a serving process can flip it.
+bool early_weight_prefetch_enabled() {
+  const char* v = std::getenv("SGL_FP8_PDL");
+  return v == nullptr || !(v[0] == '0' && v[1] == '\0');
+}
+
+// ---- per1x128_quant -----------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool ue8m0, bool transpose_scale) {
+  constexpr const char* op = "sgl_fp8::per1x128_quant";
+  check_quant_args(x, transpose_scale);
+  check_device_supported(op, x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto [q, scale] = allocate_quant_outputs(x, ue8m0, transpose_scale);
+  if (q.numel() == 0) return {q, scale};
+  const at::Tensor rows = as_rows(x);
+  const at::Tensor scale2 = scale.dim() == 2 ? scale : scale.view({-1, scale.size(-1)});
+  QuantParams p;
+  p.x = rows.const_data_ptr();
+  p.x_type = elem_type_of(x.scalar_type());
+  p.rows = rows.size(0);
+  p.K = rows.size(1);
+  p.x_row_stride = rows.stride(0);
+  p.ue8m0 = ue8m0;
+  p.q = reinterpret_cast<uint8_t*>(q.data_ptr());
+  p.scale = scale2.data_ptr();
+  p.scale_stride_row = scale2.stride(0);
+  p.scale_stride_group = scale2.stride(1);
+  check_launch(op, launch_per1x128_quant(p, current_stream()));
+  return {q, scale};
+}
+
+// ---- GEMMs --------------------------------------------------------------------------------------
+
+GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
+  GemmConfig c;
+  if (!config.has_value()) return c;
+  const at::IntArrayRef v = *config;
+  TORCH_CHECK(v.size() <= 4, "sgl_fp8: a GEMM config has at most 4 entries (k_split, warps, tiles, reserved)");
+  if (v.size() > 0) c.k_split = int32_t(v[0]);
+  if (v.size() > 1) c.warps = int32_t(v[1]);
+  if (v.size() > 2) c.tiles_per_block = int32_t(v[2]);
+  if (v.size() > 3) c.reserved = int32_t(v[3]);
+  return c;
+}
+
+at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x, const c10::optional<at::Tensor>& x_scale,
+                    const at::Tensor& w, bool w_shuffled, const at::Tensor& w_scale,
+                    const c10::optional<at::Tensor>& bias, at::ScalarType out_dtype, const GemmConfig& config) {
+  check_device_supported(op, x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  at::Tensor out = at::empty({s.M, s.N}, x.options().dtype(out_dtype));
+  if (s.M == 0) return out;
+  GemmParams p;
+  p.x = x.const_data_ptr();
+  p.x_row_stride = x.stride(0);
+  p.x_type = elem_type_of(x.scalar_type());
+  if (x_scale.has_value()) {
+    p.x_scale = x_scale->const_data_ptr();
+    p.x_scale_stride_m = x_scale->stride(0);
+    p.x_scale_stride_kb = x_scale->stride(1);
+  }
+  p.w = reinterpret_cast<const uint8_t*>(w.const_data_ptr());
+  p.w_shuffled = w_shuffled;
+  p.w_scale = w_scale.const_data_ptr();
+  p.e8m0 = s.e8m0;
+  p.bias = bias.has_value() ? bias->const_data_ptr() : nullptr;
+  p.out = out.data_ptr();
+  p.out_type = elem_type_of(out_dtype);
+  p.M = s.M;
+  p.N = s.N;
+  p.K = s.K;
+  p.config = config;
+  p.allow_early_weight_prefetch = early_weight_prefetch_enabled();
+  check_launch(op, launch_block_scaled_gemm(p, current_stream()));
+  return out;
+}
+
+at::Tensor smallm_gemm_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale, bool w_shuffled,
+                           const c10::optional<at::Tensor>& bias) {
+  const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
+  return run_gemm("sgl_fp8::smallm_gemm", s, x, c10::nullopt, w, w_shuffled, w_scale, bias, x.scalar_type(), {});
+}
+
+at::Tensor smallm_gemm_configured_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale,
+                                      bool w_shuffled, const c10::optional<at::Tensor>& bias, at::IntArrayRef config) {
+  const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
+  return run_gemm("sgl_fp8::_smallm_gemm_configured", s, x, c10::nullopt, w, w_shuffled, w_scale, bias,
+                  x.scalar_type(), config_from(config));
+}
+
+at::Tensor scaled_gemm_gpu(const at::Tensor& xq, const at::Tensor& x_scale, const at::Tensor& w,
+                           const at::Tensor& w_scale, bool w_shuffled, c10::optional<at::ScalarType> out_dtype,
+                           const c10::optional<at::Tensor>& bias) {
+  const at::ScalarType out_type = scaled_gemm_out_dtype(out_dtype);
+  const GemmShape s = check_scaled_gemm_args(xq, x_scale, w, w_scale, out_type, bias);
+  return run_gemm("sgl_fp8::scaled_gemm", s, xq, x_scale, w, w_shuffled, w_scale, bias, out_type, {});
+}
+
+// ---- norms --------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_quant_gpu(const char* op, const at::Tensor& x,
+                                                              const at::Tensor* residual, const at::Tensor& weight,
+                                                              double eps, bool ue8m0) {
+  check_norm_args(op, x, residual, weight, eps);
+  check_device_supported(op, x);
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto [q, scale] = allocate_quant_outputs(x, ue8m0, /*transpose_scale=*/false);
+  at::Tensor residual_out = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  if (q.numel() == 0) return {q, scale, residual_out};
+  const at::Tensor rows = as_rows(x);
+  const at::Tensor residual_rows = residual ? as_rows(*residual) : at::Tensor();
+  NormQuantParams p;
+  p.x = rows.const_data_ptr();
+  p.residual = residual ? residual_rows.const_data_ptr() : nullptr;
+  p.weight = weight.const_data_ptr();
+  p.x_type = elem_type_of(x.scalar_type());
+  p.rows = rows.size(0);
+  p.K = rows.size(1);
+  p.x_row_stride = rows.stride(0);
+  p.residual_row_stride = residual ? residual_rows.stride(0) : 0;
+  p.eps = static_cast<float>(eps);
+  p.ue8m0 = ue8m0;
+  p.q = reinterpret_cast<uint8_t*>(q.data_ptr());
+  p.scale = scale.data_ptr();
+  p.residual_out = residual ? residual_out.data_ptr() : nullptr;
+  check_launch(op, launch_rmsnorm_quant(p, current_stream()));
+  return {q, scale, residual_out};
+}
+
+std::tuple<at::Tensor, at::Tensor> rmsnorm_quant_gpu(const at::Tensor& x, const at::Tensor& weight, double eps,
+                                                     bool ue8m0) {
+  auto [q, scale, unused] = norm_quant_gpu("sgl_fp8::rmsnorm_quant", x, nullptr, weight, eps, ue8m0);
+  return {q, scale};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rmsnorm_quant_gpu(const at::Tensor& x, const at::Tensor& residual,
+                                                                     const at::Tensor& weight, double eps,
+                                                                     bool ue8m0) {
+  return norm_quant_gpu("sgl_fp8::add_rmsnorm_quant", x, &residual, weight, eps, ue8m0);
+}
+
+}  // namespace
+}  // namespace sgl_fp8
+
+TORCH_LIBRARY_IMPL(sgl_fp8, CUDA, m) {
+  m.impl("per1x128_quant", &sgl_fp8::per1x128_quant_gpu);
+  m.impl("smallm_gemm", &sgl_fp8::smallm_gemm_gpu);
+  m.impl("_smallm_gemm_configured", &sgl_fp8::smallm_gemm_configured_gpu);
+  m.impl("scaled_gemm", &sgl_fp8::scaled_gemm_gpu);
+  m.impl("rmsnorm_quant", &sgl_fp8::rmsnorm_quant_gpu);
+  m.impl("add_rmsnorm_quant", &sgl_fp8::add_rmsnorm_quant_gpu);
+}
