@@ -33,6 +33,14 @@ DEFAULT_MS = [1, 4, 8, 16, 32]
 SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
+# --diagnose: sm_90 kernel variants through the private configured op
+# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags 1 = skip the MMAs, 2 = no L2 prefetch)
+DIAGNOSTIC_CONFIGS = {
+    "stream_only": [0, 0, 0, 0, 1],
+    "no_l2_prefetch": [0, 0, 0, 0, 2],
+    "1_cta_per_sm": [0, 0, 0, 1, 0],
+    "3_ctas_per_sm": [0, 0, 0, 3, 0],
+}
 
 
 def progress(message: str) -> None:
@@ -176,12 +184,15 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
                     bf16_weights = [_dequantize(w, f).to(torch.bfloat16) for w, _, f in weights]
                 row.peers[BF16_PEER] = time_in_graph([lambda w=w: F.linear(x, w) for w in bf16_weights], replays)
                 if diagnose:
-                    row.diagnostics["stream_only_us"] = time_in_graph(
-                        [lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, [0, 0, 0, 1])
-                         for w, s, _ in weights], replays)
+                    def configured(config):
+                        return time_in_graph(
+                            [lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
+                             for w, s, _ in weights], replays)
+                    for name, config in DIAGNOSTIC_CONFIGS.items():
+                        row.diagnostics[name] = configured(config)
                     os.environ["SGL_FP8_PDL"] = "0"
                     try:
-                        row.diagnostics["no_pdl_us"] = time_in_graph(
+                        row.diagnostics["no_pdl"] = time_in_graph(
                             [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights], replays)
                     finally:
                         del os.environ["SGL_FP8_PDL"]

@@ -20,9 +20,10 @@ enum class ElemType : int32_t { kBF16 = 0, kFP16 = 1, kE4M3 = 2, kFP32 = 3, kE8M
 // (sglang_fp8ext/configs/*.json) store these values per (device, N, K, M).
 struct GemmConfig {
   int32_t k_split = 0;          // sm_90: CTAs of a cluster splitting K; gfx950: waves splitting K
-  int32_t warps = 0;            // warps (wavefronts) per block working on weights
-  int32_t tiles_per_block = 0;  // 16-row weight tiles a block handles (0: balanced over the grid)
-  int32_t reserved = 0;
+  int32_t warps = 0;            // gfx950: wavefronts per block (sm_90: fixed, one warpgroup)
+  int32_t tiles_per_block = 0;  // gfx950: 16-row tiles a wave handles per pass
+  int32_t blocks_per_sm = 0;    // sm_90: CTAs per SM the grid is sized for
+  int32_t flags = 0;            // backend-specific diagnostic bits (sm_90: see GemmFlags)
 };
 
 struct GemmParams {

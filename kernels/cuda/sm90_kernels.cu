@@ -18,17 +18,20 @@ namespace {
 using sm90::GemmKernelArgs;
 using sm90::GemmPlan;
 
-constexpr int kWeightPipelineDepth = 4;  // units (2 KB per warp each) in flight per warp
+// Units (2 KB of weight per warp each) in flight per warp in registers; the L2 bulk prefetch
+// keeps HBM busy beyond that.
+template <int TOKEN_TILES>
+constexpr int kWeightPipelineDepth = TOKEN_TILES <= 2 ? 4 : 2;
 
 using GemmKernel = void (*)(const GemmKernelArgs);
 
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
   switch (token_tiles) {
-    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth>;
-    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth>;
-    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth>;
-    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth>;
+    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth<1>>;
+    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth<2>>;
+    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
+    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
   }
 }
 
@@ -131,14 +134,14 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (const char* err = LaunchCache::get().device_facts(device, facts)) return err;
 
   const bool prequant = p.x_type == ElemType::kE4M3;
-  const int token_tiles_hint = p.M >= 32 ? 4 : int((p.M + 7) / 8);
-  const GemmKernel kernel = prequant ? gemm_instance<true>(token_tiles_hint) : gemm_instance<false>(token_tiles_hint);
+  const int token_tiles = sm90::token_tiles_for(p.M);
+  const GemmKernel kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
   if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-  // Clusters are placed within GPCs, so not every SM count divides into clusters: ask how many
-  // fit when each CTA has an SM to itself (the plan keeps the grid to one resident wave).
+  // Clusters are placed within GPCs, so not every SM count divides into clusters: the plan asks
+  // how many fit at once and keeps the grid to one resident wave.
   const GemmPlan plan = sm90::plan_block_scaled_gemm(
-      p.N, p.K, p.M, facts.sms, facts.max_smem, p.config, [&](int cluster) -> int64_t {
-        return LaunchCache::get().max_active_clusters(kernel, device, cluster, facts.max_smem);
+      p.N, p.K, p.M, facts.sms, facts.max_smem, p.config, [&](int cluster, int64_t smem) -> int64_t {
+        return LaunchCache::get().max_active_clusters(kernel, device, cluster, smem);
       });
   if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
 
@@ -162,12 +165,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.tiles = int(p.N / 16);
   a.kblocks = int(p.K / 128);
   a.k_split = plan.k_split;
-  a.warps_k = plan.warps_k;
-  a.warps_t = plan.warps_t;
-  a.max_tiles_per_group = plan.max_tiles_per_group;
+  a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
-  a.block_stride = p.w_shuffled ? 2048 : 128;
-  a.stream_only = (p.config.reserved & 1) != 0;
+  a.flags = p.config.flags;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);

@@ -63,6 +63,7 @@ __device__ __forceinline__ void unpack_8(const uint4 raw, bool fp16, float (&v)[
 // One half-warp per 128-group, grid-stride over rows x K/128 groups.
 __global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const QuantParams p) {
   wait_for_previous_grid();
+  allow_next_grid_launch();  // a dependent kernel still waits for this grid to finish
   const int64_t groups_per_row = p.K / 128;
   const int64_t groups = p.rows * groups_per_row;
   const int l16 = threadIdx.x & 15;
@@ -78,7 +79,6 @@ __global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const Quant
                                         row * p.scale_stride_row + group * p.scale_stride_group, l16 == 0);
     *reinterpret_cast<uint2*>(p.q + row * p.K + group * 128 + l16 * 8) = q;
   }
-  allow_next_grid_launch();
 }
 
 // One CTA per row. Pass 1: h = x (+ residual) in fp32, residual_out = round(h), sum of hr^2.
@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const Quant
 __global__ void __launch_bounds__(kQuantThreads) rmsnorm_quant_sm90(const NormQuantParams p) {
   __shared__ float warp_sums[kQuantThreads / 32];
   wait_for_previous_grid();
+  allow_next_grid_launch();  // a dependent kernel still waits for this grid to finish
   const int64_t row = blockIdx.x;
   const bool fp16 = p.x_type == ElemType::kFP16;
   const auto* x = static_cast<const uint16_t*>(p.x) + row * p.x_row_stride;
@@ -148,7 +149,6 @@ __global__ void __launch_bounds__(kQuantThreads) rmsnorm_quant_sm90(const NormQu
     const uint2 q = quantize_8_of_group(y, p.ue8m0, half_mask, p.scale, row * groups + group, l16 == 0);
     *reinterpret_cast<uint2*>(p.q + row * p.K + offset) = q;
   }
-  allow_next_grid_launch();
 }
 
 }  // namespace sgl_fp8::sm90

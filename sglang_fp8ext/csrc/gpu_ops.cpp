@@ -100,11 +100,13 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   GemmConfig c;
   if (!config.has_value()) return c;
   const at::IntArrayRef v = *config;
-  TORCH_CHECK(v.size() <= 4, "sgl_fp8: a GEMM config has at most 4 entries (k_split, warps, tiles, reserved)");
-  if (v.size() > 0) c.k_split = int32_t(v[0]);
-  if (v.size() > 1) c.warps = int32_t(v[1]);
-  if (v.size() > 2) c.tiles_per_block = int32_t(v[2]);
-  if (v.size() > 3) c.reserved = int32_t(v[3]);
+  TORCH_CHECK(v.size() <= 5,
+              "sgl_fp8: a GEMM config has at most 5 entries (k_split, warps, tiles_per_block, blocks_per_sm, flags)");
+  int32_t* fields[5] = {&c.k_split, &c.warps, &c.tiles_per_block, &c.blocks_per_sm, &c.flags};
+  for (size_t i = 0; i < v.size(); ++i) {
+    TORCH_CHECK(v[i] >= 0 && v[i] < (1 << 20), "sgl_fp8: GEMM config entries must be small non-negative integers");
+    *fields[i] = int32_t(v[i]);
+  }
   return c;
 }
 
