@@ -34,12 +34,14 @@ SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
-# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags 1 = skip the MMAs, 2 = no L2 prefetch)
+# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags 1 = skip the MMAs)
 DIAGNOSTIC_CONFIGS = {
     "stream_only": [0, 0, 0, 0, 1],
-    "no_l2_prefetch": [0, 0, 0, 0, 2],
-    "1_cta_per_sm": [0, 0, 0, 1, 0],
-    "3_ctas_per_sm": [0, 0, 0, 3, 0],
+    "2_ctas_per_sm": [0, 0, 0, 2, 0],
+    "k_split_1": [1, 0, 0, 0, 0],
+    "k_split_2": [2, 0, 0, 0, 0],
+    "k_split_4": [4, 0, 0, 0, 0],
+    "k_split_8": [8, 0, 0, 0, 0],
 }
 
 

@@ -98,13 +98,16 @@ SGL_FP8_HD float e8m0_to_float(uint32_t b) {
 
 // OCP e4m3fn encoding of v with round-to-nearest-even, saturating finite overflow (and +-Inf)
 // to +-448 and keeping NaN NaN. This equals SPEC's e4m3fn_rne(clamp(v, -448, 448)) with a
-// NaN-preserving clamp, and what `cvt.rn.satfinite.e4m3x2.f32` computes on sm_90.
+// NaN-preserving clamp, and what `cvt.rn.satfinite.e4m3x2.f32` computes on sm_90 (every NaN
+// becomes 0x7F).
 // Portable software version (CPU, and the reference for the device paths).
 SGL_FP8_HD uint8_t e4m3fn_from_f32_satfinite(float v) {
   const uint32_t bits = f32_bits(v);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   const uint32_t mag = bits & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return static_cast<uint8_t>(sign | 0x7Fu);  // NaN
+  // NaN encodes as the canonical 0x7F whatever its sign: the sign of a NaN is not portable
+  // (x86 gives inf * 0 a negative NaN, GPUs a positive one) and cvt.satfinite emits 0x7F.
+  if (mag > 0x7F800000u) return 0x7Fu;
   if (mag >= 0x43E00000u) return static_cast<uint8_t>(sign | 0x7Eu);  // >= 448 (and Inf): 448
   if (mag < 0x3C800000u) {
     // Below 2^-6, the smallest normal: subnormal steps of 2^-9. Round mag * 2^9 to an integer

@@ -18,20 +18,15 @@ namespace {
 using sm90::GemmKernelArgs;
 using sm90::GemmPlan;
 
-// Units (2 KB of weight per warp each) in flight per warp in registers; the L2 bulk prefetch
-// keeps HBM busy beyond that.
-template <int TOKEN_TILES>
-constexpr int kWeightPipelineDepth = TOKEN_TILES <= 2 ? 4 : 2;
-
 using GemmKernel = void (*)(const GemmKernelArgs);
 
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
   switch (token_tiles) {
-    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth<1>>;
-    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth<2>>;
-    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
-    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
+    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT>;
+    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT>;
+    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT>;
+    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT>;
   }
 }
 
@@ -165,6 +160,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.tiles = int(p.N / 16);
   a.kblocks = int(p.K / 128);
   a.k_split = plan.k_split;
+  a.stages = plan.stages;
   a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
   a.flags = p.config.flags;

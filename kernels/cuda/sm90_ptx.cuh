@@ -22,20 +22,6 @@ __device__ __forceinline__ uint4 load_shared_readonly_16B(const void* p) {
   return v;
 }
 
-// D = A * B + C with A 16x32 e4m3 (row), B 32x8 e4m3 (col), fp32 accumulators.
-// Fragments (PTX ISA, mma.m16n8k32 .e4m3): with group g = lane/4 and q = lane%4,
-//   a0: A[g][4q..4q+3]   a1: A[g+8][4q..]   a2: A[g][16+4q..]   a3: A[g+8][16+4q..]
-//   b0: B[4q..4q+3][g]   b1: B[16+4q..][g]
-//   d0, d1: D[g][2q], D[g][2q+1]            d2, d3: D[g+8][2q], D[g+8][2q+1]
-__device__ __forceinline__ void mma_e4m3_16x8x32(float4& d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                 uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d.x), "+f"(d.y), "+f"(d.z), "+f"(d.w)
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Two fp32 -> packed e4m3 with round-to-nearest-even; .satfinite saturates finite overflow and
 // +-Inf to +-448 and keeps NaN NaN: exactly SPEC's e4m3fn_rne(clamp(v, -448, 448)).
 // `lo` lands in the low byte.
@@ -53,10 +39,29 @@ __device__ __forceinline__ void allow_next_grid_launch() { asm volatile("griddep
 
 namespace sgl_fp8::sm90 {
 
-// Ask L2 to fetch [p, p + bytes) from HBM without occupying registers or shared memory
-// (bulk prefetch through the copy engine). p 16-byte aligned, bytes a multiple of 16.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+// 16-byte asynchronous copy global -> shared, cached in L2 only (the weight is read once).
+__device__ __forceinline__ void cp_async_16B(void* smem_dst, const void* gmem_src) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+// The pending count must be an immediate: dispatch a runtime (warp-uniform) count.
+__device__ __forceinline__ void cp_async_wait_dynamic(int pending) {
+  switch (pending) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    case 6: cp_async_wait<6>(); break;
+    case 7: cp_async_wait<7>(); break;
+    default: cp_async_wait<8>(); break;
+  }
 }
 
 // Shared-memory writes by ordinary stores must be made visible to the tensor cores' async proxy
@@ -80,58 +85,47 @@ __device__ __forceinline__ uint64_t wgmma_smem_descriptor(const void* smem_ptr, 
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(lbo_bytes >> 4) << 16) | (uint64_t(sbo_bytes >> 4) << 32);
 }
 
-// D[64 x N] (+)= A[64 x 32] * B[32 x N], e4m3 inputs, fp32 accumulators. A comes from registers:
-// warp w of the warpgroup supplies rows 16w..16w+15 in the mma.m16n8k32 A-fragment layout
-// (a0: row g, k 4q..4q+3; a1: row g+8; a2: row g, k 16+4q..; a3: row g+8, k 16+4q..).
-// B comes from shared memory through `desc` (K-major). d[4i..4i+3] hold D[g][8i+2q], D[g][8i+2q+1],
-// D[g+8][8i+2q], D[g+8][8i+2q+1] of the warp's 16 rows. accumulate = 0 overwrites d.
+// D[64 x N] (+)= A[64 x 32] * B[32 x N], e4m3 inputs, fp32 accumulators, both operands in
+// shared memory (K-major, described by desc_a / desc_b). Warp w of the warpgroup receives rows
+// 16w..16w+15: d[4i..4i+3] = D[g][8i+2q], D[g][8i+2q+1], D[g+8][8i+2q], D[g+8][8i+2q+1]
+// (g = lane/4, q = lane%4). accumulate = 0 overwrites d.
 template <int N>
-__device__ __forceinline__ void wgmma_e4m3_rs(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint64_t desc, int accumulate);
+__device__ __forceinline__ void wgmma_e4m3_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate);
 
 template <>
-__device__ __forceinline__ void wgmma_e4m3_rs<8>(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                 uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3_ss<8>(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accumulate));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 template <>
-__device__ __forceinline__ void wgmma_e4m3_rs<16>(float (&d)[8], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                  uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3_ss<16>(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-      "{%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accumulate));
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 template <>
-__device__ __forceinline__ void wgmma_e4m3_rs<24>(float (&d)[12], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                  uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3_ss<24>(float (&d)[12], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, "
-      "{%12, %13, %14, %15}, %16, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accumulate));
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %14, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, %12, %13, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 template <>
-__device__ __forceinline__ void wgmma_e4m3_rs<32>(float (&d)[16], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                                  uint64_t desc, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3_ss<32>(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
-      "%12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(accumulate));
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 }  // namespace sgl_fp8::sm90
