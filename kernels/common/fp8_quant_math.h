@@ -181,7 +181,9 @@ SGL_FP8_HD GroupQuantParams group_quant_params(uint32_t max_magnitude_key, bool 
     p.inverse_scale = ue8m0_inverse_scale(p.e8m0_exponent);
   } else {
     p.e8m0_exponent = 0;
-    p.scale = s;
+    // A NaN group stores the canonical quiet NaN: NaN payloads differ between CPUs and GPUs
+    // (x86 keeps the operand's, CUDA returns 0x7FFFFFFF), and the scale is compared bitwise.
+    p.scale = max_magnitude_key > 0x7F800000u ? f32_from_bits(0x7FC00000u) : s;
     p.inverse_scale = fp32_group_inverse_scale(s);
   }
   return p;

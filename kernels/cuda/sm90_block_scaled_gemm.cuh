@@ -1,28 +1,30 @@
 // sm_90 fused small-M FP8 block-scale GEMM: out[M, N] = x[M, K] @ dequant(w[N, K]).T
 //
 // Decode GEMMs stream megabytes of weight against a few tokens; the kernel is organised so that
-// HBM never idles, within one launch and across back-to-back launches (docs/sm90.md has the
-// measurements behind each choice):
+// HBM never idles, within one launch and across back-to-back launches (docs/sm90.md records the
+// measurements behind each choice, including the designs that lost):
 //
-//  * Swap A and B: weight rows are the wgmma's M side (64 rows = 4 tiles of 16), tokens its N
-//    side (8..32). FP8 wgmma runs natively on Hopper; mma.sync e4m3 is emulated through f16
-//    conversions that cost more than the weight stream.
-//  * The weight streams through a ring of 8 KB shared-memory stages filled by 16-byte cp.async
-//    copies (no registers held, so the bytes in flight are set by the ring depth, not by the
-//    warp count). Each copy moves one 16-byte (row, K chunk) of either weight layout (SPEC §4)
-//    into wgmma's canonical K-major layout; both operands are read from shared memory.
-//  * Clusters of k_split CTAs own a balanced range of 16-row tiles; each CTA of a cluster owns a
-//    balanced range of 128-wide K blocks. A unit is 4 tiles (or one leftover tile) x one K
-//    block: 4 wgmma k32 steps (fp32 accumulate: SPEC §3.4's P) into double-buffered
-//    accumulators, then acc += P * (xs * ws) once the unit has retired.
-//  * Start-up: the first stages are requested before waiting for the previous kernel
+//  * Swap A and B: 16 weight rows are the MMA's M side, tokens its N side (mma.sync m16n8k16
+//    f16, tokens padded to 8 per token tile, up to 4 token tiles = 32 tokens).
+//  * Work unit = (16-row weight tile, 128-wide K block): 2 KB of weight, one block scale. A lane
+//    loads 4 x 16 contiguous bytes per unit straight into registers (sm90_gemm_layout.h), the
+//    same K bytes in the plain and the AITER-shuffled layout (SPEC §4). Inside a 128-block the
+//    dot product ignores K order, so the activations are read under the same permutation.
+//  * The weight bytes are converted to f16 once per unit (exact); the quantized activations are
+//    stored in shared memory as f16 (exact too), so B needs no conversion for any token count.
+//  * Grid: clusters of k_split CTAs own a balanced range of row tiles; CTA `rank` of a cluster
+//    owns a balanced range of K blocks. 8 warps = warps_k x warps_t split the CTA's blocks and
+//    tiles; each warp keeps DEPTH units of loads in flight and never waits for another warp in
+//    the main loop. Per unit: 8 MMAs per token tile (fp32 accumulate: SPEC §3.4's P), then
+//    acc += P * (xs * ws).
+//  * Start-up: the first DEPTH units are requested before waiting for the previous kernel
 //    (programmatic dependent launch: the weight never depends on it), and the next kernel may
-//    launch at once. Then the CTA's K slice of x is quantized into shared memory (SPEC
-//    §3.1/3.2, bit-exact) or copied (pre-quantized input).
-//  * Epilogue in a fixed order (no atomics, bitwise reproducible): each warp pushes a finished
-//    tile's partial sums into the owning CTA's inbox (distributed shared memory), one cluster
-//    barrier, then each CTA adds its tiles' partials in rank order, adds the bias, rounds to
-//    bf16/fp16 and stores.
+//    launch at once; <= 128 registers per thread and a small shared-memory footprint leave room
+//    for its CTA. Then the CTA's K slice of x is quantized (SPEC §3.1/3.2, bit-exact) or copied.
+//  * Epilogue in a fixed order (no atomics, bitwise reproducible): warps' partials -> shared
+//    memory -> summed over warps_k in order -> pushed into the owning CTA's inbox (distributed
+//    shared memory) -> one cluster barrier -> summed over the cluster's ranks in order, bias,
+//    rounded to bf16/fp16, stored.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -38,13 +40,14 @@
 
 namespace sgl_fp8::sm90 {
 
-constexpr int kGemmWarps = 4;  // one warpgroup
+constexpr int kGemmWarps = 8;
 constexpr int kGemmThreads = kGemmWarps * 32;
 constexpr int kTokensPerTile = 8;
-constexpr int kChunkTokens = 32;  // tokens per launch chunk (grid.z); the wgmma N is up to 32
+constexpr int kChunkTokens = 32;  // tokens per launch chunk (grid.z)
+constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 
 enum GemmFlags : int32_t {
-  kStreamOnly = 1,  // diagnostics: copy the weight but skip the wgmma (output is garbage)
+  kStreamOnly = 1,  // diagnostics: stream the weight but skip the MMAs (output is garbage)
 };
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
@@ -64,7 +67,7 @@ struct GemmKernelArgs {
   int M, N, K;
   int tiles, kblocks;  // N / 16, K / 128
   int k_split;         // CTAs per cluster (grid.x)
-  int stages;
+  int warps_k, warps_t;
   int max_tiles_per_cta, max_blocks_per_cta;
   int flags;
 };
@@ -76,6 +79,12 @@ __device__ __forceinline__ float decode_scale(const void* base, int64_t index, b
 
 __device__ __forceinline__ float bf16_or_fp16_to_f32(uint32_t bits16, bool fp16) {
   return fp16 ? fp16_bits_to_f32(static_cast<uint16_t>(bits16)) : bf16_bits_to_f32(static_cast<uint16_t>(bits16));
+}
+
+// 8 e4m3 bytes -> 8 f16 (16 bytes), exact.
+__device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
+  return make_uint4(cvt_e4m3x2_to_f16x2(lo & 0xFFFFu), cvt_e4m3x2_to_f16x2(lo >> 16), cvt_e4m3x2_to_f16x2(hi & 0xFFFFu),
+                    cvt_e4m3x2_to_f16x2(hi >> 16));
 }
 
 // Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
@@ -119,19 +128,18 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
 #pragma unroll
       for (int offset = 8; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(half_mask, key, offset));
       const GroupQuantParams p = group_quant_params(key, a.e8m0);
-      uint2 packed;
-      packed.x = cvt_e4m3x2_satfinite(v[0] * p.inverse_scale, v[1] * p.inverse_scale) |
-                 (cvt_e4m3x2_satfinite(v[2] * p.inverse_scale, v[3] * p.inverse_scale) << 16);
-      packed.y = cvt_e4m3x2_satfinite(v[4] * p.inverse_scale, v[5] * p.inverse_scale) |
-                 (cvt_e4m3x2_satfinite(v[6] * p.inverse_scale, v[7] * p.inverse_scale) << 16);
-      *reinterpret_cast<uint2*>(act + lb * token_pad * kBlockK + act_offset(8 * l16, m, token_pad)) = packed;
+      const uint32_t lo = cvt_e4m3x2_satfinite(v[0] * p.inverse_scale, v[1] * p.inverse_scale) |
+                          (cvt_e4m3x2_satfinite(v[2] * p.inverse_scale, v[3] * p.inverse_scale) << 16);
+      const uint32_t hi = cvt_e4m3x2_satfinite(v[4] * p.inverse_scale, v[5] * p.inverse_scale) |
+                          (cvt_e4m3x2_satfinite(v[6] * p.inverse_scale, v[7] * p.inverse_scale) << 16);
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * l16)) = e4m3x8_to_f16x8(lo, hi);
       if (l16 == 0) xs[lb * token_pad + m] = p.scale;
     }
   }
 }
 
-// Pre-quantized input (scaled_gemm): copy the CTA's K slice of xq and decode x_scale.
-// Eight lanes (16 bytes each) per 128-byte group.
+// Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 and decode
+// x_scale. Eight lanes (16 bytes each) per 128-byte group.
 template <int BATCH>
 __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                         int token_pad, int m_begin, int tokens, int kb_begin,
@@ -157,7 +165,9 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
       if (gidx >= groups) continue;
       const int rotated = (gidx + rotation) % groups;
       const int m = rotated / nblocks, lb = rotated - m * nblocks;
-      *reinterpret_cast<uint4*>(act + lb * token_pad * kBlockK + act_offset(16 * l8, m, token_pad)) = raw[i];
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8 + 8)) =
+          e4m3x8_to_f16x8(raw[i].z, raw[i].w);
       if (l8 == 0)
         xs[lb * token_pad + m] = decode_scale(
             a.x_scale, int64_t(m_begin + m) * a.x_scale_stride_m + int64_t(kb_begin + lb) * a.x_scale_stride_kb,
@@ -170,21 +180,24 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
 __device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int token_pad, int tokens,
                                                     int nblocks) {
   const int pad = token_pad - tokens;
-  for (int i = threadIdx.x; i < nblocks * pad * 8; i += kGemmThreads) {
-    const int chunk = i & 7, rest = i >> 3;
+  for (int i = threadIdx.x; i < nblocks * pad * 16; i += kGemmThreads) {
+    const int slot = i & 15, rest = i >> 4;
     const int lb = rest / pad, m = tokens + rest % pad;
-    *reinterpret_cast<uint4*>(act + lb * token_pad * kBlockK + act_offset(16 * chunk, m, token_pad)) =
-        make_uint4(0, 0, 0, 0);
-    if (chunk == 0) xs[lb * token_pad + m] = 0.0f;
+    *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * slot)) = make_uint4(0, 0, 0, 0);
+    if (slot == 0) xs[lb * token_pad + m] = 0.0f;
   }
 }
 
-template <int TOKEN_TILES, bool PREQUANT>
-__global__ void __launch_bounds__(kGemmThreads, 1) block_scaled_gemm_sm90(const GemmKernelArgs a) {
+struct WeightUnit {
+  uint4 bytes[kUnitLoads];  // [half * 2 + chunk]: rows g / g+8, K [16q, +16) / [64+16q, +16)
+  float scale;              // the tile's 128x128 block scale for this K block
+};
+
+template <int TOKEN_TILES, bool PREQUANT, int DEPTH>
+__global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const GemmKernelArgs a) {
   namespace cg = cooperative_groups;
-  extern __shared__ __align__(1024) uint8_t smem[];
+  extern __shared__ __align__(16) uint8_t smem[];
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
-  constexpr int kAccRegs = kTokenPad / 2;
 
   const int rank = blockIdx.x;   // K slice within the cluster
   const int group = blockIdx.y;  // range of row tiles
@@ -196,47 +209,49 @@ __global__ void __launch_bounds__(kGemmThreads, 1) block_scaled_gemm_sm90(const 
   const int kb_begin = rank * a.kblocks / a.k_split;
   const int kb_end = (rank + 1) * a.kblocks / a.k_split;
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
-  // Row units: full groups of 4 tiles, then the leftover tiles one by one.
-  const int full_units = ntiles / 4, row_units = full_units + ntiles % 4;
-  const int units = row_units * nblocks;
 
-  const GemmSmemLayout layout(a.stages, a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split);
-  uint8_t* ring = smem;
-  uint8_t* act = smem + layout.act_offset;
+  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.warps_k, a.k_split);
+  uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
-  float* ws = reinterpret_cast<float*>(smem + layout.ws_offset);
+  float* red = reinterpret_cast<float*>(smem + layout.red_offset);
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
+  const int wk = warp % a.warps_k, wt = warp / a.warps_k;
+  const int my_tiles = ntiles > wt ? (ntiles - wt + a.warps_t - 1) / a.warps_t : 0;
+  const int my_blocks = nblocks > wk ? (nblocks - wk + a.warps_k - 1) / a.warps_k : 0;
+  const int units = my_tiles * my_blocks;
 
-  auto unit_first_tile = [&](int row_unit) {
-    return row_unit < full_units ? tile_begin + 4 * row_unit : tile_begin + 4 * full_units + (row_unit - full_units);
-  };
-  // Issue this thread's copies of unit u into its ring stage (4 chunks, or 1 for a single tile).
-  auto issue_unit = [&](int u) {
-    const int row_unit = u / nblocks, kb = kb_begin + u % nblocks;
-    const int64_t row0 = int64_t(unit_first_tile(row_unit)) * kTileRows;
-    uint8_t* stage = ring + (u % a.stages) * kStageBytes;
-    const int chunks = row_unit < full_units ? 4 : 1;
-    for (int j = 0; j < chunks; ++j) {
-      const int c = threadIdx.x + j * kGemmThreads;
-      cp_async_16B(stage + chunk_stage_offset(c), a.w + chunk_global_offset(c, row0, kb, a.K, a.w_shuffled));
-    }
+  // Inside a unit, offsets stay below 16 * K < 2^31.
+  int32_t lane_offset[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) lane_offset[h][c] = int32_t(unit_lane_offset(lane, h, c, a.K, a.w_shuffled));
+  const int64_t block_stride = unit_block_stride(a.w_shuffled);
+
+  auto unit_tile = [&](int u) { return tile_begin + wt + (u / my_blocks) * a.warps_t; };
+  auto unit_block = [&](int u) { return kb_begin + wk + (u % my_blocks) * a.warps_k; };
+  auto issue_unit = [&](int u, WeightUnit& unit) {
+    const int tile = unit_tile(u), kb = unit_block(u);
+    const uint8_t* base = a.w + int64_t(tile) * kTileRows * a.K + int64_t(kb) * block_stride;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) unit.bytes[h * 2 + c] = load_streaming_16B(base + lane_offset[h][c]);
+    unit.scale = decode_scale(a.w_scale, int64_t(tile * kTileRows / 128) * a.kblocks + kb, a.e8m0);
   };
 
-  // 1. The weight never depends on the previous kernel: fill the ring now.
-  for (int u = 0; u < a.stages - 1; ++u) {
-    if (u < units) issue_unit(u);
-    cp_async_commit();
-  }
+  // 1. The weight never depends on the previous kernel: start streaming it, and let the next
+  //    kernel launch (it still waits for this grid before reading anything this grid writes).
+  WeightUnit ring[DEPTH];
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d)
+    if (d < units) issue_unit(d, ring[d]);
   allow_next_grid_launch();
 
-  // 2. Block scales of the CTA's tiles, and the activations (which come from the previous kernel).
-  for (int i = threadIdx.x; i < ntiles * nblocks; i += kGemmThreads) {
-    const int lt = i / nblocks, lb = i - lt * nblocks;
-    ws[i] = decode_scale(a.w_scale, int64_t((tile_begin + lt) * kTileRows / 128) * a.kblocks + kb_begin + lb, a.e8m0);
-  }
+  // 2. The activations come from the previous kernel.
   wait_for_previous_grid();
   const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
   if constexpr (PREQUANT) {
@@ -245,110 +260,135 @@ __global__ void __launch_bounds__(kGemmThreads, 1) block_scaled_gemm_sm90(const 
     quantize_activation_slice<4>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
   }
   zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
+  __syncthreads();
 
-  // 3. Stream the units.
-  cg::cluster_group cluster = cg::this_cluster();
-  float acc[kAccRegs], part[2][kAccRegs];
+  // 3. Stream.
+  float4 acc[TOKEN_TILES];
 #pragma unroll
-  for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.0f;
+  for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
 
-  auto launch_unit_mma = [&](int u, float (&d)[kAccRegs]) {
-    const uint8_t* stage = ring + (u % a.stages) * kStageBytes;
-    const uint8_t* block = act + (u % nblocks) * kTokenPad * kBlockK;
-    wgmma_fence();
+  auto consume_unit = [&](int u, const WeightUnit& unit) {
+    const int lb = unit_block(u) - kb_begin;
+    float4 p[TOKEN_TILES];
 #pragma unroll
-    for (int s = 0; s < kBlockK / kStepK; ++s) {
-      const uint64_t desc_a = wgmma_smem_descriptor(stage + s * kStageStepBytes, kStageLbo, kStageSbo);
-      const uint64_t desc_b = wgmma_smem_descriptor(block + s * kTokenPad * 32, kTokenPad * 16, 128);
-      wgmma_e4m3_ss<kTokenPad>(d, desc_a, desc_b, s);
+    for (int t = 0; t < TOKEN_TILES; ++t) p[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      uint4 b[TOKEN_TILES][2];  // token 8t+g, K [unit_k_of, +16) as 8 f16 pairs
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) {
+        const int token = t * kTokensPerTile + g;
+        b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c)));
+        b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c) + 8));
+      }
+      const uint32_t lo[4] = {unit.bytes[c].x, unit.bytes[c].y, unit.bytes[c].z, unit.bytes[c].w};          // row g
+      const uint32_t hi[4] = {unit.bytes[2 + c].x, unit.bytes[2 + c].y, unit.bytes[2 + c].z, unit.bytes[2 + c].w};  // g+8
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t a0 = cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu), a2 = cvt_e4m3x2_to_f16x2(lo[w] >> 16);
+        const uint32_t a1 = cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu), a3 = cvt_e4m3x2_to_f16x2(hi[w] >> 16);
+#pragma unroll
+        for (int t = 0; t < TOKEN_TILES; ++t) {
+          const uint4& bb = b[t][w >> 1];
+          const uint32_t b0 = (w & 1) ? bb.z : bb.x, b1 = (w & 1) ? bb.w : bb.y;
+          mma_f16_16x8x16(p[t], a0, a1, a2, a3, b0, b1);
+        }
+      }
     }
-    wgmma_commit();
-  };
-
-  // Owner (cluster rank) of the group's local tile lt: rank r finishes tiles [r*n/S, (r+1)*n/S).
-  auto owner_of = [&](int lt) {
-    int r = a.k_split - 1;
-    while (r > 0 && r * ntiles / a.k_split > lt) --r;
-    return r;
-  };
-
-  // acc += P * xs * ws for a retired unit; after a row unit's last block, push each warp's tile.
-  auto retire_unit = [&](int u, const float (&d)[kAccRegs]) {
-    const int row_unit = u / nblocks, lb = u % nblocks;
-    const bool full = row_unit < full_units;
-    const int lt = unit_first_tile(row_unit) - tile_begin + (full ? warp : 0);
-    if (!full && warp != 0) return;  // a single-tile unit: rows 16..63 are not ours
-    const float w_scale = ws[lt * nblocks + lb];
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) {
       const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-      const float f0 = xs2.x * w_scale, f1 = xs2.y * w_scale;
-      acc[4 * t + 0] += d[4 * t + 0] * f0;
-      acc[4 * t + 1] += d[4 * t + 1] * f1;
-      acc[4 * t + 2] += d[4 * t + 2] * f0;
-      acc[4 * t + 3] += d[4 * t + 3] * f1;
+      const float f0 = xs2.x * unit.scale, f1 = xs2.y * unit.scale;
+      acc[t].x += p[t].x * f0;
+      acc[t].y += p[t].y * f1;
+      acc[t].z += p[t].z * f0;
+      acc[t].w += p[t].w * f1;
     }
-    if (lb == nblocks - 1) {
-      const int owner = owner_of(lt);
-      const int slot = (lt - owner * ntiles / a.k_split) * a.k_split + rank;
-      float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) + slot * kTileRows * kTokenPad;
+  };
+
+  // After a warp's last block of a tile: park its partial sums.
+  auto park_tile = [&](int u) {
+    const int local_tile = unit_tile(u) - tile_begin;
+    float* dst = red + (local_tile * a.warps_k + wk) * kTileRows * kTokenPad;
 #pragma unroll
-      for (int t = 0; t < TOKEN_TILES; ++t) {
-        const int col = t * kTokensPerTile + 2 * q;
-        *reinterpret_cast<float2*>(dst + g * kTokenPad + col) = make_float2(acc[4 * t], acc[4 * t + 1]);
-        *reinterpret_cast<float2*>(dst + (g + 8) * kTokenPad + col) = make_float2(acc[4 * t + 2], acc[4 * t + 3]);
-        acc[4 * t] = acc[4 * t + 1] = acc[4 * t + 2] = acc[4 * t + 3] = 0.0f;
-      }
+    for (int t = 0; t < TOKEN_TILES; ++t) {
+      const int col = t * kTokensPerTile + 2 * q;
+      *reinterpret_cast<float2*>(dst + g * kTokenPad + col) = make_float2(acc[t].x, acc[t].y);
+      *reinterpret_cast<float2*>(dst + (g + 8) * kTokenPad + col) = make_float2(acc[t].z, acc[t].w);
+      acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   };
 
-  // Iteration u: wait for unit u's copies (stages - 2 later units may stay in flight), start its
-  // wgmma, retire unit u-1 and refill its stage with unit u + stages - 1.
-  auto step = [&](int u, float (&current)[kAccRegs], float (&previous)[kAccRegs]) {
-    cp_async_wait_dynamic(a.stages - 2);
-    fence_shared_for_async_proxy();
-    __syncthreads();
-    if (!(a.flags & kStreamOnly)) {
-      launch_unit_mma(u, current);
-      if (u > 0) {
-        wgmma_wait<1>();
-        retire_unit(u - 1, previous);
+  if (a.flags & kStreamOnly) {
+    uint32_t fold = 0;
+    for (int base = 0; base < units; base += DEPTH) {
+#pragma unroll
+      for (int d = 0; d < DEPTH; ++d) {
+        const int u = base + d;
+        if (u < units) {
+#pragma unroll
+          for (int i = 0; i < kUnitLoads; ++i)
+            fold ^= ring[d].bytes[i].x ^ ring[d].bytes[i].y ^ ring[d].bytes[i].z ^ ring[d].bytes[i].w;
+          if (u + DEPTH < units) issue_unit(u + DEPTH, ring[d]);
+          if ((u % my_blocks) == my_blocks - 1) {
+            acc[0].x = __uint_as_float(fold & 0x007FFFFFu);
+            park_tile(u);
+          }
+        }
       }
     }
-    if (u + a.stages - 1 < units) issue_unit(u + a.stages - 1);
-    cp_async_commit();
-  };
-  for (int u = 0; u < units; ++u) {
-    if (u & 1) {
-      step(u, part[1], part[0]);
-    } else {
-      step(u, part[0], part[1]);
+  } else {
+    for (int base = 0; base < units; base += DEPTH) {
+#pragma unroll
+      for (int d = 0; d < DEPTH; ++d) {
+        const int u = base + d;
+        if (u < units) {
+          consume_unit(u, ring[d]);
+          if (u + DEPTH < units) issue_unit(u + DEPTH, ring[d]);
+          if ((u % my_blocks) == my_blocks - 1) park_tile(u);
+        }
+      }
     }
   }
-  if (units > 0 && !(a.flags & kStreamOnly)) {
-    wgmma_wait<0>();
-    if ((units - 1) & 1) {
-      retire_unit(units - 1, part[1]);
-    } else {
-      retire_unit(units - 1, part[0]);
-    }
-  }
-  cp_async_wait<0>();
+  __syncthreads();
 
-  // 4. Every tile's partials have been pushed: sum them in rank order, add bias, round, store.
+  // 4. Sum the warps_k partials in warp order and push each tile's sum to the CTA that
+  //    finishes it (rank r finishes the group's tiles [r*n/S, (r+1)*n/S)).
+  cg::cluster_group cluster = cg::this_cluster();
+  const int active_wk = min(a.warps_k, nblocks);
+  const int tile_outputs = kTileRows * kTokenPad;
+  for (int i = threadIdx.x; i < ntiles * (tile_outputs / 4); i += kGemmThreads) {
+    const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
+    const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
+    float4 sum = *reinterpret_cast<const float4*>(slot);
+    for (int k = 1; k < active_wk; ++k) {
+      const float4 v = *reinterpret_cast<const float4*>(slot + k * tile_outputs);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    int owner = a.k_split - 1;
+    while (owner > 0 && owner * ntiles / a.k_split > local_tile) --owner;
+    const int owned_index = local_tile - owner * ntiles / a.k_split;
+    float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
+                 (owned_index * a.k_split + rank) * tile_outputs + within;
+    *reinterpret_cast<float4*>(dst) = sum;
+  }
   if (a.k_split > 1) {
     cluster.sync();
   } else {
     __syncthreads();
   }
+
+  // 5. Finish the owned tiles: ranks in order, bias, round, store.
   const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
-  const int tile_outputs = kTileRows * kTokenPad;
   for (int i = threadIdx.x; i < (owned_end - owned_begin) * kTileRows * tokens; i += kGemmThreads) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % tokens, owned = rest / tokens;
     const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
-    float sum = 0.0f;
-    for (int r = 0; r < a.k_split; ++r) sum += slots[r * tile_outputs];
+    float sum = slots[0];
+    for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     const int64_t o = int64_t(m_begin + m) * a.N + n;
     if (a.out_is_fp16) {

@@ -1,11 +1,7 @@
-// Index formulas of the sm_90 block-scaled GEMM: which weight bytes each copy moves where, how
-// the wgmma operands sit in shared memory, and how shared memory is carved up. Plain C++ (no
-// CUDA types): the kernel uses nothing else for indexing, and tests/test_sm90_layout.py checks
-// these formulas on the CPU against SPEC §4 and PTX's canonical wgmma layout.
-//
-// wgmma K-major operands without swizzle are built from "core matrices" of 8 rows x 16 bytes
-// (128 contiguous bytes, row r at +16r). Element (row m, k) of one 32-wide K step lives at
-//   start + (m % 8) * 16 + (m / 8) * SBO + (k / 16) * LBO + k % 16.
+// Index formulas of the sm_90 block-scaled GEMM: which weight bytes each lane loads, where the
+// activations sit in shared memory, and how shared memory is carved up. Plain C++ (no CUDA
+// types): the kernel uses nothing else for indexing, and tests/test_sm90_layout.py checks these
+// formulas on the CPU against SPEC §4 and the PTX fragment layout of mma.m16n8k16.
 #pragma once
 
 #include <stdint.h>
@@ -15,72 +11,53 @@
 
 namespace sgl_fp8::sm90 {
 
-constexpr int kTileRows = 16;     // rows per weight tile: one warp's share of a wgmma
-constexpr int kSuperRows = 64;    // rows per wgmma (M): four tiles
-constexpr int kBlockK = 128;      // K per block scale
-constexpr int kStepK = 32;        // K per wgmma (e4m3)
-constexpr int kChunk = 16;        // bytes per copy
-constexpr int kStageBytes = kSuperRows * kBlockK;  // one (64-row, 128-K) unit: 8 KB
+constexpr int kTileRows = 16;  // weight rows per MMA (its M)
+constexpr int kBlockK = 128;   // K per block scale (one work unit)
 
-// ---- weight stage (operand A): 64 rows x 128 K, natural K order ----------------------------
-// Byte (row R, k) of a stage sits at 16 * R + 1024 * (k / 16) + k % 16: core matrices of 8
-// rows are 128 bytes apart (SBO), the two 16-byte K halves of a step 1024 apart (LBO), steps
-// 2048 apart.
-constexpr uint32_t kStageSbo = 128, kStageLbo = 1024, kStageStepBytes = 2048;
+// ---- weight (operand A) --------------------------------------------------------------------
+// A unit is one 16-row tile x one 128-wide K block (2 KB). Lane (g = lane/4, q = lane%4) loads
+// four 16-byte pieces: rows g and g+8 (`half` 0/1) at K bytes [16q, 16q+16) and [64+16q, ...)
+// (`chunk` 0/1) of the block. Offsets are relative to the unit's base, which is
+// tile * 16 * K + kb * block_stride in both layouts (block_stride 128 plain, 2048 shuffled).
+SGL_FP8_HD int unit_k_of(int lane, int chunk) { return 64 * chunk + 16 * (lane & 3); }
 
-SGL_FP8_HD int stage_offset(int row, int k) { return 16 * row + 1024 * (k / 16) + k % 16; }
-
-// A unit is (up to) 4 tiles x one 128-K block = 512 chunks of 16 bytes; a single-tile unit
-// uses chunks 0..127. Chunk c holds tile c / 128, row c % 16 of that tile, K bytes
-// [16 * ((c % 128) / 16), +16) of the block. The mapping makes each warp's copies contiguous
-// in the shuffled layout (512 bytes) and full 32-byte sectors in the plain one, and its shared
-// memory writes conflict-free.
-struct ChunkSource {
-  int tile;       // 0..3 within the unit
-  int row;        // 0..15 within the tile
-  int k;          // 0..127 within the block, a multiple of 16
-};
-
-SGL_FP8_HD ChunkSource chunk_source(int c) {
-  ChunkSource s;
-  s.tile = c / 128;
-  s.row = c % 16;
-  s.k = 16 * ((c % 128) / 16);
-  return s;
+SGL_FP8_HD int64_t unit_lane_offset(int lane, int half, int chunk, int64_t K, bool shuffled) {
+  return weight_chunk16_offset((lane >> 2) + 8 * half, unit_k_of(lane, chunk), K, shuffled);
 }
 
-// Global byte offset of chunk c of the unit whose first tile starts at weight row `row0`, for
-// K block kb (SPEC §4 formulas).
-SGL_FP8_HD int64_t chunk_global_offset(int c, int64_t row0, int64_t kb, int64_t K, bool shuffled) {
-  const ChunkSource s = chunk_source(c);
-  return weight_chunk16_offset(row0 + kTileRows * s.tile + s.row, kb * kBlockK + s.k, K, shuffled);
+SGL_FP8_HD int64_t unit_block_stride(bool shuffled) { return shuffled ? 2048 : 128; }
+
+// The MMA (m16n8k16, f16) consumes the 16 bytes of a piece as 4 words w = 0..3, one K step
+// each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte unit_k_of + 4w + {0, 1}
+// and logical k {8+2q, 8+2q+1} is + 4w + {2, 3}. B (the activations) uses the same
+// correspondence, so the permutation cancels inside each 128-block.
+SGL_FP8_HD int a_physical_k(int lane, int chunk, int word, int logical_k) {
+  const int q = lane & 3;
+  const int within = logical_k < 8 ? logical_k - 2 * q : logical_k - 8 - 2 * q + 2;  // 0..3
+  return unit_k_of(lane, chunk) + 4 * word + within;
 }
 
-SGL_FP8_HD int chunk_stage_offset(int c) {
-  const ChunkSource s = chunk_source(c);
-  return stage_offset(kTileRows * s.tile + s.row, s.k);
-}
-
-// ---- activations (operand B): token_pad tokens x 128 K per block, natural K order ----------
-// Byte (token n, k) of block lb sits at lb * token_pad * 128 + (k / 32) * token_pad * 32 +
-// ((k % 32) / 16) * token_pad * 16 + (n / 8) * 128 + (n % 8) * 16 + k % 16: per step, core
-// matrices of 8 tokens are 128 bytes apart (SBO), the two K halves token_pad * 16 apart (LBO).
-SGL_FP8_HD int act_offset(int k, int token, int token_pad) {
-  return (k / 32) * token_pad * 32 + ((k % 32) / 16) * token_pad * 16 + (token / 8) * 128 + (token % 8) * 16 + k % 16;
+// ---- activations (operand B), f16 in shared memory --------------------------------------------
+// The quantized activations are stored as f16 (exact: every e4m3 value is an f16 value), so
+// only the weight needs converting. Token `token` of block lb owns a 256-byte row; physical K
+// byte P (0..127) is at 16-byte slot (2P / 16) XOR (token & 1), so that the two tokens served by
+// one quarter-warp read different banks.
+SGL_FP8_HD int act_f16_offset(int lb, int token, int token_pad, int P) {
+  const int slot = ((2 * P) >> 4) ^ (token & 1);
+  return (lb * token_pad + token) * 256 + slot * 16 + ((2 * P) & 15);
 }
 
 // ---- shared memory of one CTA ----------------------------------------------------------------
-// [stages x 8 KB weight ring][activations][activation scales fp32 [block][token]]
-// [weight block scales fp32 [tile][block]][inbox: fp32 [owned tile][cluster rank][16][token]]
+// [activations f16 [block][token][128]][activation scales fp32 [block][token]]
+// [warp partials fp32 [tile][warp_k][16][token]][inbox fp32 [owned tile][cluster rank][16][token]]
 struct GemmSmemLayout {
-  int64_t act_offset, xs_offset, ws_offset, inbox_offset, total;
-  SGL_FP8_HD GemmSmemLayout(int stages, int max_blocks, int token_tiles, int max_tiles, int k_split) {
+  int64_t xs_offset, red_offset, inbox_offset, total;
+  SGL_FP8_HD GemmSmemLayout(int max_blocks, int token_tiles, int max_tiles, int warps_k, int k_split) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
-    act_offset = int64_t(stages) * kStageBytes;
-    xs_offset = act_offset + int64_t(max_blocks) * token_pad * kBlockK;
-    ws_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
-    inbox_offset = ws_offset + ((int64_t(max_tiles) * max_blocks * 4 + 15) / 16) * 16;
+    xs_offset = int64_t(max_blocks) * token_pad * 256;
+    red_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
+    inbox_offset = red_offset + int64_t(max_tiles) * warps_k * kTileRows * token_pad * 4;
     total = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
   }
 };

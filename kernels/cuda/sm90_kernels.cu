@@ -20,13 +20,18 @@ using sm90::GemmPlan;
 
 using GemmKernel = void (*)(const GemmKernelArgs);
 
+// Units (2 KB of weight per warp each) in flight per warp, bounded by the 128 registers a thread
+// may use so that the next kernel's CTA fits beside this one.
+template <int TOKEN_TILES>
+constexpr int kWeightPipelineDepth = TOKEN_TILES == 1 ? 4 : 3;
+
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
   switch (token_tiles) {
-    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT>;
-    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT>;
-    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT>;
-    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT>;
+    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth<1>>;
+    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth<2>>;
+    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
+    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
   }
 }
 
@@ -160,7 +165,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.tiles = int(p.N / 16);
   a.kblocks = int(p.K / 128);
   a.k_split = plan.k_split;
-  a.stages = plan.stages;
+  a.warps_k = plan.warps_k;
+  a.warps_t = plan.warps_t;
   a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
   a.flags = p.config.flags;

@@ -31,6 +31,28 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2_satfinite(float lo, float hi) {
   return packed;
 }
 
+// D = A * B + C, A 16x16 f16 (row), B 16x8 f16 (col), fp32 accumulators (native HMMA).
+// Fragments (PTX ISA, mma.m16n8k16 .f16), g = lane/4, q = lane%4, each register a f16 pair:
+//   a0: A[g][2q..2q+1]   a1: A[g+8][2q..]   a2: A[g][8+2q..]   a3: A[g+8][8+2q..]
+//   b0: B[2q..2q+1][g]   b1: B[8+2q..][g]
+//   d0, d1: D[g][2q], D[g][2q+1]            d2, d3: D[g+8][2q], D[g+8][2q+1]
+__device__ __forceinline__ void mma_f16_16x8x16(float4& d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d.x), "+f"(d.y), "+f"(d.z), "+f"(d.w)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two e4m3 values (the low and high byte of `pair`) -> f16x2, exact (every e4m3 value is an
+// f16 value).
+__device__ __forceinline__ uint32_t cvt_e4m3x2_to_f16x2(uint32_t pair) {
+  uint32_t out;
+  asm("{\n.reg .b16 p;\ncvt.u16.u32 p, %1;\ncvt.rn.f16x2.e4m3x2 %0, p;\n}" : "=r"(out) : "r"(pair));
+  return out;
+}
+
 // Programmatic dependent launch (sm_90): no-ops when the launch did not enable it.
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void allow_next_grid_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
