@@ -191,7 +191,11 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
                             [lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
                              for w, s, _ in weights], replays)
                     for name, config in DIAGNOSTIC_CONFIGS.items():
-                        row.diagnostics[name] = configured(config)
+                        try:
+                            row.diagnostics[name] = configured(config)
+                        except RuntimeError as e:  # a forced configuration may not fit this shape
+                            progress(f"  {name}: {str(e).splitlines()[0][:120]}")
+                            row.diagnostics[name] = None
                     os.environ["SGL_FP8_PDL"] = "0"
                     try:
                         row.diagnostics["no_pdl"] = time_in_graph(
@@ -222,7 +226,7 @@ def _dequantize(w: torch.Tensor, scale_f32: torch.Tensor) -> torch.Tensor:
 
 def format_row(row: Row) -> str:
     peers = "  ".join(f"{name}={'n/a' if t is None else f'{t:.2f}'}" for name, t in row.peers.items())
-    diag = "  ".join(f"{name}={t:.2f}" for name, t in row.diagnostics.items() if t is not None)
+    diag = "  ".join(f"{name}={'n/a' if t is None else f'{t:.2f}'}" for name, t in row.diagnostics.items())
     return (f"N={row.N} K={row.K} M={row.M} {row.scale}: fused {row.fused_us:.2f} us, floor {row.floor_us:.2f} us "
             f"(floor/fused {row.floor_us / row.fused_us:.2f})  {peers}  {diag}")
 
