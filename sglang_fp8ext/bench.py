@@ -37,7 +37,6 @@ BF16_PEER = "bf16_linear"
 # ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags 1 = skip the MMAs)
 DIAGNOSTIC_CONFIGS = {
     "stream_only": [0, 0, 0, 0, 1],
-    "2_ctas_per_sm": [0, 0, 0, 2, 0],
     "k_split_1": [1, 0, 0, 0, 0],
     "k_split_2": [2, 0, 0, 0, 0],
     "k_split_4": [4, 0, 0, 0, 0],

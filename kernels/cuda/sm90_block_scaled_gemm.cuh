@@ -45,6 +45,9 @@ constexpr int kGemmThreads = kGemmWarps * 32;
 constexpr int kTokensPerTile = 8;
 constexpr int kChunkTokens = 32;  // tokens per launch chunk (grid.z)
 constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
+// Activation loads in flight per lane in the prologue: 16 half-warps x 8 = 128 groups per L2
+// round trip (kGroupsPerRoundTrip in the plan).
+constexpr int kActivationBatch = 8;
 
 enum GemmFlags : int32_t {
   kStreamOnly = 1,  // diagnostics: stream the weight but skip the MMAs (output is garbage)
@@ -255,9 +258,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   wait_for_previous_grid();
   const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
   if constexpr (PREQUANT) {
-    copy_prequantized_slice<4>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
+    copy_prequantized_slice<kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
+                                                  rotation);
   } else {
-    quantize_activation_slice<4>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
+    quantize_activation_slice<kActivationBatch>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
   }
   zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
   __syncthreads();

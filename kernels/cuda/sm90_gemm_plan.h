@@ -36,12 +36,18 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 constexpr int kWarpsPerCta = 8;
 constexpr int kMaxClusterSize = 8;  // portable cluster size limit
-// Cost-model weights (bytes-equivalent): an activation byte read from L2 costs this fraction of
-// a weight byte streamed from HBM; a cluster adds a fixed cost for its barrier and exchange; a
-// CTA whose shared memory leaves no room for the next kernel's CTA pays the launch overlap it
-// gives up.
-constexpr double kActivationByteWeight = 0.5;
-constexpr double kClusterCost = 4096;
+// Activation groups (token x 128-K block) a CTA quantizes per L2 round trip: 16 half-warps x 8
+// loads in flight each (kActivationBatch in the kernel).
+constexpr int kGroupsPerRoundTrip = 128;
+// Cost-model weights, in bytes-equivalent of weight streamed per SM, fitted to the H200 sweep of
+// k_split x M in docs/sm90.md: an activation byte costs twice a weight byte (its loads sit in the
+// exposed prologue), each further round trip of the prologue ~1.2 us, clusters beyond 2 CTAs
+// measurably slow start-up and the exchange, and a CTA whose shared memory leaves no room for
+// the next kernel's CTA gives up the launch overlap.
+constexpr double kActivationByteWeight = 2.0;
+constexpr double kRoundTripCost = 40 * 1024;
+constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1024, 64 * 1024,
+                                                      64 * 1024, 64 * 1024, 64 * 1024};
 constexpr double kNoOverlapCost = 24 * 1024;
 constexpr int64_t kSmemBudget = 110 * 1024;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
@@ -80,9 +86,11 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
       }
       const int64_t smem = smem_for(tiles);
       const int64_t warp_units = ceil_div(tiles, wt) * ceil_div(blocks, wk);
+      const int64_t round_trips = ceil_div(tokens * blocks, kGroupsPerRoundTrip);
       const double cost = double(warp_units) * kWarpsPerCta * 2048 +
                           kActivationByteWeight * double(tokens) * double(blocks) * 256 +
-                          (S > 1 ? kClusterCost : 0) + (smem > kSmemBudget ? kNoOverlapCost : 0);
+                          kRoundTripCost * double(round_trips - 1) + kClusterCost[S] +
+                          (smem > kSmemBudget ? kNoOverlapCost : 0);
       if (best.cost < 0 || cost < best.cost) {
         best.k_split = S;
         best.row_groups = int(g);

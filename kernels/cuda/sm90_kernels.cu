@@ -23,7 +23,7 @@ using GemmKernel = void (*)(const GemmKernelArgs);
 // Units (2 KB of weight per warp each) in flight per warp, bounded by the 128 registers a thread
 // may use so that the next kernel's CTA fits beside this one.
 template <int TOKEN_TILES>
-constexpr int kWeightPipelineDepth = TOKEN_TILES == 1 ? 4 : 3;
+constexpr int kWeightPipelineDepth = 3;
 
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {

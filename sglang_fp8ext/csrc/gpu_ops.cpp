@@ -59,6 +59,17 @@ void check_launch(const char* op, const char* error) {
   TORCH_CHECK(error == nullptr, op, ": kernel launch failed: ", error);
 }
 
+// The kernels read activations 16 bytes at a time. A view whose base or row stride breaks
+// 16-byte alignment is copied to a fresh contiguous tensor first (activations are small; the
+// weight is never copied).
+at::Tensor with_aligned_rows(const at::Tensor& rows) {
+  const int64_t row_bytes = rows.stride(0) * rows.element_size();
+  const bool aligned = reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0 && row_bytes % 16 == 0;
+  return aligned || rows.size(0) <= 1 && reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0
+             ? rows
+             : rows.contiguous();
+}
+
 void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 // SGL_FP8_PDL=0 turns off programmatic dependent launch (the GEMM then waits for the previous
@@ -77,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool 
   const c10::cuda::CUDAGuard guard(x.device());
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, transpose_scale);
   if (q.numel() == 0) return {q, scale};
-  const at::Tensor rows = as_rows(x);
+  const at::Tensor rows = with_aligned_rows(as_rows(x));
   const at::Tensor scale2 = scale.dim() == 2 ? scale : scale.view({-1, scale.size(-1)});
   QuantParams p;
   p.x = rows.const_data_ptr();
@@ -110,13 +121,14 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   return c;
 }
 
-at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x, const c10::optional<at::Tensor>& x_scale,
+at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, const c10::optional<at::Tensor>& x_scale,
                     const at::Tensor& w, bool w_shuffled, const at::Tensor& w_scale,
                     const c10::optional<at::Tensor>& bias, at::ScalarType out_dtype, const GemmConfig& config) {
-  check_device_supported(op, x);
-  const c10::cuda::CUDAGuard guard(x.device());
-  at::Tensor out = at::empty({s.M, s.N}, x.options().dtype(out_dtype));
+  check_device_supported(op, x_in);
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  at::Tensor out = at::empty({s.M, s.N}, x_in.options().dtype(out_dtype));
   if (s.M == 0) return out;
+  const at::Tensor x = with_aligned_rows(x_in);
   GemmParams p;
   p.x = x.const_data_ptr();
   p.x_row_stride = x.stride(0);
@@ -174,8 +186,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_quant_gpu(const char* op, co
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, /*transpose_scale=*/false);
   at::Tensor residual_out = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
   if (q.numel() == 0) return {q, scale, residual_out};
-  const at::Tensor rows = as_rows(x);
-  const at::Tensor residual_rows = residual ? as_rows(*residual) : at::Tensor();
+  const at::Tensor rows = with_aligned_rows(as_rows(x));
+  const at::Tensor residual_rows = residual ? with_aligned_rows(as_rows(*residual)) : at::Tensor();
   NormQuantParams p;
   p.x = rows.const_data_ptr();
   p.residual = residual ? residual_rows.const_data_ptr() : nullptr;
