@@ -63,11 +63,9 @@ void check_launch(const char* op, const char* error) {
 // 16-byte alignment is copied to a fresh contiguous tensor first (activations are small; the
 // weight is never copied).
 at::Tensor with_aligned_rows(const at::Tensor& rows) {
-  const int64_t row_bytes = rows.stride(0) * rows.element_size();
-  const bool aligned = reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0 && row_bytes % 16 == 0;
-  return aligned || rows.size(0) <= 1 && reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0
-             ? rows
-             : rows.contiguous();
+  const bool base_aligned = reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0;
+  const bool stride_aligned = rows.size(0) <= 1 || (rows.stride(0) * rows.element_size()) % 16 == 0;
+  return base_aligned && stride_aligned ? rows : rows.contiguous();
 }
 
 void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
