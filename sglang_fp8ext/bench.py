@@ -34,9 +34,14 @@ SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
-# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags 1 = skip the MMAs)
+# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags: 1 = skip the MMAs,
+# 2 = skip the activation prologue, 4 = skip the epilogue; outputs are garbage)
 DIAGNOSTIC_CONFIGS = {
     "stream_only": [0, 0, 0, 0, 1],
+    "stream_no_prologue": [0, 0, 0, 0, 3],
+    "stream_no_epilogue": [0, 0, 0, 0, 5],
+    "stream_alone": [0, 0, 0, 0, 7],
+    "mma_no_prologue": [0, 0, 0, 0, 2],
     "k_split_1": [1, 0, 0, 0, 0],
     "k_split_2": [2, 0, 0, 0, 0],
     "k_split_4": [4, 0, 0, 0, 0],

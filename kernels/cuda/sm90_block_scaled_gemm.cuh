@@ -50,7 +50,10 @@ constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 constexpr int kActivationBatch = 8;
 
 enum GemmFlags : int32_t {
-  kStreamOnly = 1,  // diagnostics: stream the weight but skip the MMAs (output is garbage)
+  // Diagnostics only (the output is garbage): skip one stage to time the others.
+  kStreamOnly = 1,     // stream the weight but skip the MMAs
+  kSkipPrologue = 2,   // do not read or quantize the activations
+  kSkipEpilogue = 4,   // no cross-warp / cross-CTA reduction and no stores
 };
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
@@ -257,7 +260,9 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   // 2. The activations come from the previous kernel.
   wait_for_previous_grid();
   const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
-  if constexpr (PREQUANT) {
+  if (a.flags & kSkipPrologue) {
+    // diagnostics: leave the activation buffer as it is
+  } else if constexpr (PREQUANT) {
     copy_prequantized_slice<kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
                                                   rotation);
   } else {
@@ -355,6 +360,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   }
   __syncthreads();
+  if (a.flags & kSkipEpilogue) return;
 
   // 4. Sum the warps_k partials in warp order and push each tile's sum to the CTA that
   //    finishes it (rank r finishes the group's tiles [r*n/S, (r+1)*n/S)).
