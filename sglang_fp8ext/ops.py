@@ -55,11 +55,18 @@ def _check_weight(op: str, K, w: torch.Tensor, w_scale: torch.Tensor, bias: Opti
     N = w.shape[0]
     torch._check(w.shape[1] == K, lambda: f"{op}: expected w to have K = {K} columns, but got shape {tuple(w.shape)}")
     torch._check(N % 16 == 0 and N > 0, lambda: f"{op}: expected N = w.size(0) to be a positive multiple of 16, got {N}")
+    torch._check(w.is_contiguous(), lambda: f"{op}: expected w to be contiguous, but got strides {w.stride()}")
     torch._check(w_scale.dtype in SCALE_DTYPES, lambda: f"{op}: expected w_scale float32 or float8_e8m0fnu, got {w_scale.dtype}")
+    torch._check(w_scale.dim() == 2, lambda: f"{op}: expected w_scale to be 2-D, but got shape {tuple(w_scale.shape)}")
     torch._check(
-        w_scale.dim() == 2 and w_scale.shape[0] == (N + 127) // 128 and w_scale.shape[1] == K // 128,
+        w_scale.shape[0] == (N + 127) // 128,
         lambda: f"{op}: expected w_scale of shape [ceil(N/128), K/128], but got {tuple(w_scale.shape)}",
     )
+    torch._check(
+        w_scale.shape[1] == K // 128,
+        lambda: f"{op}: expected w_scale of shape [ceil(N/128), K/128], but got {tuple(w_scale.shape)}",
+    )
+    torch._check(w_scale.is_contiguous(), lambda: f"{op}: expected w_scale to be contiguous, got strides {w_scale.stride()}")
     if bias is not None:
         torch._check(bias.dim() == 1 and bias.shape[0] == N, lambda: f"{op}: expected bias of shape [N], got {tuple(bias.shape)}")
         torch._check(bias.dtype == out_dtype, lambda: f"{op}: expected bias of dtype {out_dtype}, got {bias.dtype}")
@@ -155,13 +162,16 @@ def _scaled_gemm_fake(xq, x_scale, w, w_scale, w_shuffled=False, out_dtype=None,
     torch._check(xq.dtype == FP8, lambda: f"{op}: expected xq to be float8_e4m3fn, but got {xq.dtype}")
     torch._check(xq.dim() == 2, lambda: f"{op}: expected xq to be 2-D [M, K], but got shape {tuple(xq.shape)}")
     M, K = xq.shape
-    torch._check(K % 128 == 0 and K > 0, lambda: f"{op}: expected K to be a positive multiple of 128, got {K}")
+    torch._check(
+        K % 128 == 0 and K > 0, lambda: f"{op}: expected K = xq.size(1) to be a positive multiple of 128, got {K}"
+    )
     _check_same_device(op, xq=xq, x_scale=x_scale, w=w, w_scale=w_scale, bias=bias)
     N = _check_weight(op, K, w, w_scale, bias, out_dtype)
     torch._check(x_scale.dtype == w_scale.dtype, lambda: f"{op}: expected x_scale in w_scale's format {w_scale.dtype}")
+    torch._check(x_scale.dim() == 2, lambda: f"{op}: expected x_scale to be 2-D [M, K/128], got {tuple(x_scale.shape)}")
+    torch._check(x_scale.shape[0] == M, lambda: f"{op}: expected x_scale of shape [M, K/128], got {tuple(x_scale.shape)}")
     torch._check(
-        x_scale.dim() == 2 and x_scale.shape[0] == M and x_scale.shape[1] == K // 128,
-        lambda: f"{op}: expected x_scale of shape [M, K/128], but got {tuple(x_scale.shape)}",
+        x_scale.shape[1] == K // 128, lambda: f"{op}: expected x_scale of shape [M, K/128], got {tuple(x_scale.shape)}"
     )
     return xq.new_empty((M, N), dtype=out_dtype)
 
@@ -188,7 +198,11 @@ def _check_norm(op, x, residual, weight, eps):
     torch._check(weight.dtype == x.dtype, lambda: f"{op}: expected weight to have x's dtype {x.dtype}, got {weight.dtype}")
     torch._check(eps >= 0.0 and eps < 1e30, lambda: f"{op}: expected eps to be a finite non-negative number, got {eps}")
     if residual is not None:
-        torch._check(residual.shape == x.shape, lambda: f"{op}: expected residual of x's shape, got {tuple(residual.shape)}")
+        torch._check(residual.dim() == x.dim(), lambda: f"{op}: expected residual of x's shape, got {tuple(residual.shape)}")
+        for i in range(x.dim()):
+            torch._check(
+                residual.shape[i] == x.shape[i], lambda: f"{op}: expected residual of x's shape, got {tuple(residual.shape)}"
+            )
         torch._check(residual.dtype == x.dtype, lambda: f"{op}: expected residual of x's dtype, got {residual.dtype}")
     _check_same_device(op, x=x, residual=residual, weight=weight)
 

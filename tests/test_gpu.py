@@ -1,0 +1,152 @@
+"""GPU-only tests: CUDA/HIP graph capture and replay of every op (replay equals eager bitwise),
+torch.compile(mode="reduce-overhead", fullgraph=True) over fp8_block_linear for several M, the
+GPU ops against the CPU ops, and CPU tensors handed to the GPU path. Skipped, with the reason,
+where no GPU (or no GPU build) exists; the device-parametrized tests in the other files also run
+their "cuda" variants there."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import sglang_fp8ext as fx
+from conftest import assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
+from test_gemm import smallm_ref
+
+pytestmark = pytest.mark.gpu
+
+N, K = 2112, 1024
+
+
+def _bits(t):
+    return dense(t).view(torch.uint8)
+
+
+def _same(a, b):
+    a = a if isinstance(a, (tuple, list)) else (a,)
+    b = b if isinstance(b, (tuple, list)) else (b,)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.shape == y.shape and x.dtype == y.dtype and x.stride() == y.stride()
+        assert torch.equal(_bits(x), _bits(y)), "replay/compiled result differs from eager"
+
+
+def _graph_cases(dev, fmt):
+    """name -> fn(x, r) run eagerly and captured in a graph."""
+    e8 = fmt == "e8m0"
+    w, ws = rand_weight(N, K, 1).to(dev), rand_wscale(N, K, e8, 1).to(dev)
+    wsh = fx.shuffle_weight(w)
+    g = (torch.rand(K) + 0.5).bfloat16().to(dev)
+    bias = torch.randn(N).bfloat16().to(dev)
+
+    def prequantized(x, r):
+        q, s, ro = fx.add_rmsnorm_quant(x, r, g, 1e-6, e8)
+        return fx.fp8_block_linear(q, w, ws, input_scale=s), ro
+
+    return {
+        "per1x128_quant": lambda x, r: fx.per1x128_quant(x, e8),
+        "per1x128_quant_transposed": lambda x, r: fx.per1x128_quant(x, e8, True),
+        "smallm_gemm": lambda x, r: fx.smallm_gemm(x, w, ws, False, bias),
+        "smallm_gemm_shuffled": lambda x, r: fx.smallm_gemm(x, wsh, ws, True),
+        "scaled_gemm": lambda x, r: fx.scaled_gemm(*fx.per1x128_quant(x, e8, True), w, ws, False, torch.float16),
+        "rmsnorm_quant": lambda x, r: fx.rmsnorm_quant(x, g, 1e-6, e8),
+        "add_rmsnorm_quant": lambda x, r: fx.add_rmsnorm_quant(x, r, g, 1e-6, e8),
+        "fp8_block_linear": lambda x, r: fx.fp8_block_linear(x, wsh, ws, bias=bias),
+        "fp8_block_linear_prequantized": prequantized,
+    }
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [1, 7, 32, 48])
+def test_cuda_graph_replay_equals_eager(gpu, M, fmt):
+    for name, fn in _graph_cases(gpu, fmt).items():
+        static_x = rand_act((M, K), torch.bfloat16, 1).to(gpu)
+        static_r = rand_act((M, K), torch.bfloat16, 2).to(gpu)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                fn(static_x, static_r)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = fn(static_x, static_r)
+        for seed in (3, 4):
+            static_x.copy_(rand_act((M, K), torch.bfloat16, seed).to(gpu))
+            static_r.copy_(rand_act((M, K), torch.bfloat16, seed + 10).to(gpu))
+            graph.replay()
+            torch.cuda.synchronize()
+            eager = fn(static_x, static_r)
+            try:
+                _same(static_out, eager)
+            except AssertionError as e:
+                raise AssertionError(f"{name} (M={M}, {fmt}): {e}") from None
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+def test_reduce_overhead_compile_linear(gpu, fmt):
+    e8 = fmt == "e8m0"
+    w, ws = rand_weight(N, K, 2).to(gpu), rand_wscale(N, K, e8, 2).to(gpu)
+    wsh = fx.shuffle_weight(w)
+    g = (torch.rand(K) + 0.5).bfloat16().to(gpu)
+
+    def layer(x, r):
+        y = fx.fp8_block_linear(x, wsh, ws)
+        q, s, ro = fx.add_rmsnorm_quant(x, r, g, 1e-6, e8)
+        z = fx.fp8_block_linear(q, w, ws, input_scale=s)
+        return y, z, ro
+
+    cf = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    for M in (1, 3, 8, 17, 32):
+        for it in range(3):  # warm-up, record, replay
+            x = rand_act((M, K), torch.bfloat16, M * 10 + it).to(gpu)
+            r = rand_act((M, K), torch.bfloat16, M * 10 + it + 5).to(gpu)
+            torch.compiler.cudagraph_mark_step_begin()
+            got = [t.clone() for t in cf(x, r)]
+            exp = layer(x, r)
+            _same(got, exp)
+        assert_gemm_contract(got[0], smallm_ref(x.cpu(), w.cpu(), ws.cpu()), f"reduce-overhead M={M}")
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [1, 5, 16, 32, 33, 64])
+def test_gpu_gemm_vs_cpu(gpu, M, fmt):
+    """GPU GEMMs meet the §3.4 contract and agree with the CPU op to the contract's precision."""
+    e8 = fmt == "e8m0"
+    for (n, k) in [(5120, 4096), (2112, 7168), (48, 256)]:
+        w, ws = rand_weight(n, k, 3), rand_wscale(n, k, e8, 3)
+        x = rand_act((M, k), torch.bfloat16, M)
+        out = fx.smallm_gemm(x.to(gpu), w.to(gpu), ws.to(gpu))
+        ref = smallm_ref(x, w, ws)
+        assert_gemm_contract(out, ref, f"cuda smallm N={n} K={k} M={M}")
+        cpu = fx.smallm_gemm(x, w, ws)
+        assert_gemm_contract(out, cpu.double().numpy(), "cuda vs cpu op", tol=8e-3)
+        q, s = fx.per1x128_quant(x.to(gpu), e8)
+        qc, sc = fx.per1x128_quant(x, e8)
+        assert torch.equal(_bits(q), _bits(qc)) and torch.equal(_bits(s), _bits(sc))
+
+
+def test_cpu_tensor_to_gpu_path_is_an_error(gpu):
+    """A CPU tensor passed to a CUDA path is an error, not a silent copy."""
+    w, ws = rand_weight(N, K, 4), rand_wscale(N, K, False, 4)
+    x = rand_act((4, K), torch.bfloat16, 4)
+    for args, names in [
+        ((x.to(gpu), w, ws.to(gpu)), ["w"]),
+        ((x.to(gpu), w.to(gpu), ws), ["w_scale"]),
+        ((x, w.to(gpu), ws.to(gpu)), ["x", "w", "w_scale"]),
+    ]:
+        with pytest.raises((RuntimeError, ValueError)) as ei:
+            fx.smallm_gemm(*args)
+        msg = str(ei.value)
+        assert any(n in msg for n in names) and ("device" in msg.lower() or "cpu" in msg.lower()), msg
+    with pytest.raises((RuntimeError, ValueError)):
+        fx.fp8_block_linear(x.to(gpu), w, ws)
+
+
+def test_gpu_select_path_policy(gpu):
+    from sglang_fp8ext import linear
+
+    d = torch.device(gpu)
+    assert linear.select_path(d, 1, N, K) == "fused"
+    assert linear.select_path(d, 32, N, K) == "fused"
+    assert linear.select_path(d, 33, N, K) == "unfused"

@@ -1,0 +1,229 @@
+"""fp8_block_linear (SPEC §5) and the switches read at call time."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import sglang_fp8ext as fx
+import sglang_fp8ext.ops as fx_ops
+from sglang_fp8ext import switches
+from conftest import (
+    assert_gemm_contract,
+    dense,
+    gemm_ref_from,
+    rand_act,
+    rand_weight,
+    rand_wscale,
+)
+from test_gemm import smallm_ref
+
+FMTS = ["fp32", "e8m0"]
+
+
+def bits(t):
+    return dense(t).view(torch.int16)
+
+
+def make(N, K, fmt, seed=0):
+    return rand_weight(N, K, seed), rand_wscale(N, K, fmt == "e8m0", seed)
+
+
+@pytest.fixture(autouse=True)
+def _clean_switches(monkeypatch):
+    for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS", "SGLANG_DSV4_DENSE_MXSCALE", "SGLANG_DSV4_DENSE_MXSCALE_SHAPES"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("lead", [(5,), (2, 3), (1, 1, 4), (0,), (2, 0)])
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+def test_linear_leading_dims(device, lead, fmt, dt):
+    N, K = 272, 512
+    w, ws = make(N, K, fmt, 1)
+    x = rand_act((*lead, K), dt, seed=len(lead))
+    bias = torch.randn(N).to(dt)
+    for b in (None, bias):
+        out = fx.fp8_block_linear(x.to(device), w.to(device), ws.to(device), bias=None if b is None else b.to(device))
+        assert out.shape == (*lead, N) and out.dtype == dt
+        x2 = x.reshape(-1, K)
+        if x2.shape[0] == 0:
+            continue
+        ref = smallm_ref(x2, w, ws, b)
+        assert_gemm_contract(out.reshape(-1, N), ref, f"fp8_block_linear {lead}")
+        if device == "cpu":
+            direct = fx.smallm_gemm(x2, w, ws, False, b)
+            assert torch.equal(bits(out.reshape(-1, N)), bits(direct))
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("lead", [(4,), (2, 3)])
+def test_linear_prequantized_from_rmsnorm(device, lead, fmt):
+    N, K = 1536, 1024
+    w, ws = make(N, K, fmt, 2)
+    e8 = fmt == "e8m0"
+    h = rand_act((*lead, K), torch.bfloat16, 3)
+    g = (torch.rand(K) + 0.5).bfloat16()
+    q, s = fx.rmsnorm_quant(h.to(device), g.to(device), 1e-6, e8)
+    assert q.shape == (*lead, K) and s.shape == (*lead, K // 128)
+    wd, wsd = w.to(device), ws.to(device)
+    out = fx.fp8_block_linear(q, wd, wsd, input_scale=s)
+    assert out.shape == (*lead, N) and out.dtype == torch.bfloat16  # default out dtype
+    ref = gemm_ref_from(q.reshape(-1, K), s.reshape(-1, K // 128), w, ws)
+    assert_gemm_contract(out.reshape(-1, N), ref, "prequantized")
+    direct = fx.scaled_gemm(q.reshape(-1, K), s.reshape(-1, K // 128), wd, wsd)
+    assert torch.equal(bits(out.reshape(-1, N)), bits(direct))
+    # out_dtype, and the bias dtype choosing the output dtype
+    out16 = fx.fp8_block_linear(q, wd, wsd, input_scale=s, out_dtype=torch.float16)
+    assert out16.dtype == torch.float16
+    assert_gemm_contract(out16.reshape(-1, N), ref, "prequantized fp16")
+    b16 = torch.randn(N).half()
+    outb = fx.fp8_block_linear(q, wd, wsd, input_scale=s, bias=b16.to(device))
+    assert outb.dtype == torch.float16
+    refb = gemm_ref_from(q.reshape(-1, K), s.reshape(-1, K // 128), w, ws, b16)
+    assert_gemm_contract(outb.reshape(-1, N), refb, "prequantized + bias")
+
+
+def test_linear_prequantized_add_rmsnorm_transposed_scale(device):
+    """A transpose_scale scale (strides (1, M)) is accepted as input_scale too."""
+    N, K = 272, 512
+    w, ws = make(N, K, "fp32", 4)
+    x = rand_act((6, K), torch.bfloat16, 5).to(device)
+    q, s = fx.per1x128_quant(x, False, True)
+    out = fx.fp8_block_linear(q, w.to(device), ws.to(device), input_scale=s)
+    ref_out = fx.fp8_block_linear(x, w.to(device), ws.to(device))
+    assert_gemm_contract(out, gemm_ref_from(q, s, w, ws), "transposed input_scale")
+    if device == "cpu":
+        assert torch.equal(bits(out), bits(ref_out))
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_linear_reads_is_shuffled(device, fmt):
+    N, K = 272, 512
+    w, ws = make(N, K, fmt, 6)
+    x = rand_act((3, K), torch.bfloat16, 7).to(device)
+    wd, wsd = w.to(device), ws.to(device)
+    plain = fx.fp8_block_linear(x, wd, wsd)
+    ws_sh = fx.shuffle_weight(wd)
+    assert ws_sh.is_shuffled
+    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd)), bits(plain))  # w_shuffled=None reads the attribute
+    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd, w_shuffled=True)), bits(plain))
+    # the same bytes without the attribute are read as plain: a different (wrong) result
+    bare = ws_sh.view(torch.uint8).view(ws_sh.dtype)
+    assert not getattr(bare, "is_shuffled", False)
+    assert not torch.equal(bits(fx.fp8_block_linear(x, bare, wsd)), bits(plain))
+    assert torch.equal(bits(fx.fp8_block_linear(x, bare, wsd, w_shuffled=True)), bits(plain))
+    # an explicit w_shuffled=False overrides the attribute
+    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd, w_shuffled=False)), bits(fx.fp8_block_linear(x, bare, wsd)))
+    # an unshuffled weight carries is_shuffled=False
+    un = fx.unshuffle_weight(ws_sh)
+    assert torch.equal(bits(fx.fp8_block_linear(x, un, wsd)), bits(plain))
+    # pre-quantized input also reads the attribute
+    q, s = fx.per1x128_quant(x, fmt == "e8m0")
+    assert torch.equal(bits(fx.fp8_block_linear(q, ws_sh, wsd, input_scale=s)), bits(fx.fp8_block_linear(q, wd, wsd, input_scale=s)))
+
+
+def _spy(monkeypatch):
+    calls = {"smallm_gemm": 0, "scaled_gemm": 0, "per1x128_quant": 0}
+    for name in list(calls):
+        orig = getattr(fx_ops, name)
+
+        def wrapper(*a, __orig=orig, __name=name, **k):
+            calls[__name] += 1
+            return __orig(*a, **k)
+
+        monkeypatch.setattr(fx_ops, name, wrapper)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"SGL_FP8_SMALLM": "0"},
+        {"SGLANG_ROCM_SMALLM_FP8_BS": "0"},
+        {"SGL_FP8_SMALLM": "false"},
+        {"SGL_FP8_SMALLM": "off"},
+    ],
+    ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()),
+)
+@pytest.mark.parametrize("fmt", FMTS)
+def test_switch_off_same_numbers_via_unfused(device, monkeypatch, env, fmt):
+    N, K = 1536, 1024
+    w, ws = make(N, K, fmt, 8)
+    x = rand_act((2, 5, K), torch.bfloat16, 9).to(device)
+    wd, wsd = w.to(device), ws.to(device)
+    bias = torch.randn(N).bfloat16().to(device)
+    calls = _spy(monkeypatch)
+    fused = fx.fp8_block_linear(x, wd, wsd, bias=bias)
+    assert calls["smallm_gemm"] == 1 and calls["scaled_gemm"] == 0, calls
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)  # read at call time: no re-import
+    assert not switches.fused_smallm_enabled()
+    unfused = fx.fp8_block_linear(x, wd, wsd, bias=bias)
+    assert calls["smallm_gemm"] == 1 and calls["scaled_gemm"] == 1 and calls["per1x128_quant"] == 1, calls
+    assert unfused.shape == fused.shape and unfused.dtype == fused.dtype
+    ref = smallm_ref(x.reshape(-1, K).cpu(), w, ws, bias.cpu())
+    assert_gemm_contract(unfused.reshape(-1, N), ref, "unfused")
+    if device == "cpu":
+        assert torch.equal(bits(unfused), bits(fused))
+    for k in env:
+        monkeypatch.delenv(k)
+    assert switches.fused_smallm_enabled()
+    fx.fp8_block_linear(x, wd, wsd, bias=bias)
+    assert calls["smallm_gemm"] == 2
+
+
+@pytest.mark.parametrize("value", ["1", "true", "on", ""])
+def test_switch_on_values_keep_fused(monkeypatch, value):
+    monkeypatch.setenv("SGL_FP8_SMALLM", value)
+    assert switches.fused_smallm_enabled()
+    assert fx.linear.select_path(torch.device("cpu"), 4, 256, 256) == "fused"
+
+
+def test_mxscale_switches(monkeypatch):
+    assert not switches.mxscale_enabled_for(4096, 1024)
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE", "1")
+    assert switches.mxscale_enabled_for(4096, 1024) and switches.mxscale_enabled_for(1, 1)
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "4096x1024, 8192x1024")
+    assert switches.mxscale_enabled_for(4096, 1024) and switches.mxscale_enabled_for(8192, 1024)
+    assert not switches.mxscale_enabled_for(1024, 4096)
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE", "0")
+    assert not switches.mxscale_enabled_for(4096, 1024)
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE", "1")
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "4096by1024")
+    with pytest.raises(ValueError, match="SGLANG_DSV4_DENSE_MXSCALE_SHAPES"):
+        switches.mxscale_enabled_for(4096, 1024)
+
+
+@pytest.mark.parametrize("M", [1, 32, 33, 100])
+def test_linear_m_range(device, M):
+    """Every M is correct (the GPU policy switches path above 32)."""
+    N, K = 2112, 1024
+    w, ws = make(N, K, "fp32", 10)
+    x = rand_act((M, K), torch.bfloat16, M)
+    out = fx.fp8_block_linear(x.to(device), w.to(device), ws.to(device))
+    assert_gemm_contract(out, smallm_ref(x, w, ws), f"M={M}")
+
+
+def test_linear_out_dtype_rules():
+    N, K = 48, 256
+    w, ws = make(N, K, "fp32", 11)
+    x = rand_act((2, K), torch.float16, 1)
+    assert fx.fp8_block_linear(x, w, ws, out_dtype=torch.float16).dtype == torch.float16
+    with pytest.raises((ValueError, RuntimeError), match="out_dtype"):
+        fx.fp8_block_linear(x, w, ws, out_dtype=torch.bfloat16)
+
+
+def test_linear_errors_name_arguments():
+    N, K = 48, 256
+    w, ws = make(N, K, "fp32", 12)
+    x = rand_act((2, K), torch.bfloat16, 1)
+    with pytest.raises((RuntimeError, ValueError), match=r"\bw\b|weight"):
+        fx.fp8_block_linear(x, w.view(torch.uint8), ws)
+    with pytest.raises((RuntimeError, ValueError), match=r"w_scale|weight_scale"):
+        fx.fp8_block_linear(x, w, ws[:, :1])
+    with pytest.raises((RuntimeError, ValueError), match=r"\bx\b|\bK\b"):
+        fx.fp8_block_linear(x[:, :200], w[:, :200], ws)
+    q, s = fx.per1x128_quant(x, True)
+    with pytest.raises((RuntimeError, ValueError), match=r"x_scale|input_scale|w_scale|weight_scale"):
+        fx.fp8_block_linear(q, w, ws, input_scale=s)  # e8m0 activations, fp32 weight scales

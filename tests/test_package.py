@@ -1,0 +1,80 @@
+"""Package surface (SPEC §1, §5): importable on its own, the op namespace, the Python API."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sglang_fp8ext as fx
+
+
+def _env_for_subprocess():
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fx.__file__)))
+    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    return env, pkg_parent
+
+
+def test_import_alone_in_fresh_interpreter():
+    """`import sglang_fp8ext` works as the first import of a process (nothing imported before it)."""
+    env, cwd = _env_for_subprocess()
+    r = subprocess.run(
+        [sys.executable, "-c", "import sglang_fp8ext as fx, torch; print(fx.BUILT_BACKEND); print(torch.ops.sgl_fp8.smallm_gemm)"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[0] == fx.BUILT_BACKEND
+
+
+def test_import_does_not_need_aiter():
+    """AITER is optional: the package imports with `aiter` made unimportable."""
+    env, cwd = _env_for_subprocess()
+    code = (
+        "import sys; sys.modules['aiter'] = None\n"
+        "import sglang_fp8ext as fx, torch\n"
+        "x = torch.randn(2, 256).bfloat16()\n"
+        "w = torch.randn(48, 256).to(torch.float8_e4m3fn)\n"
+        "print(fx.fp8_block_linear(x, w, torch.ones(1, 2)).shape)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "torch.Size([2, 48])" in r.stdout
+
+
+def test_api_surface():
+    for name in [
+        "per1x128_quant",
+        "smallm_gemm",
+        "scaled_gemm",
+        "rmsnorm_quant",
+        "add_rmsnorm_quant",
+        "fp8_block_linear",
+        "shuffle_weight",
+        "unshuffle_weight",
+        "scale_to_e8m0",
+        "e8m0_to_scale",
+    ]:
+        assert callable(getattr(fx, name)), name
+        assert name in fx.__all__
+    assert fx.BUILT_BACKEND in ("cpu", "cuda", "rocm")
+    for op in ["per1x128_quant", "smallm_gemm", "scaled_gemm", "rmsnorm_quant", "add_rmsnorm_quant"]:
+        assert hasattr(torch.ops.sgl_fp8, op)
+        # a CPU kernel is registered in every build (CI runs on the CPU)
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(f"sgl_fp8::{op}", "CPU"), op
+
+
+@pytest.mark.skipif(not os.environ.get("SGL_FP8_EXPECT_INSTALLED"), reason="only when testing an installed wheel (CI)")
+def test_installed_package_is_the_one_under_test():
+    """CI's wheel job sets SGL_FP8_EXPECT_INSTALLED: the package must come from site-packages,
+    not from the source tree next to the tests."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert not os.path.abspath(fx.__file__).startswith(repo + os.sep), fx.__file__
+    assert "site-packages" in fx._C.__file__

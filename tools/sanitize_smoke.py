@@ -1,0 +1,33 @@
+"""Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
+layouts and scale formats, bias, M inside and beyond one 32-token chunk."""
+
+import torch
+
+import sglang_fp8ext as fx
+
+dev = torch.device("cuda")
+gen = torch.Generator().manual_seed(3)
+for n, k in ((48, 256), (2112, 7168), (5120, 4096), (272, 1024)):
+    for m in (1, 13, 33):
+        for e8m0 in (False, True):
+            w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
+            nb, kb = (n + 127) // 128, k // 128
+            if e8m0:
+                ws = (torch.randint(-10, -3, (nb, kb), generator=gen) + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
+            else:
+                ws = torch.rand(nb, kb, generator=gen) * 1e-2 + 1e-3
+            ws = ws.to(dev)
+            x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
+            bias = torch.randn(n, generator=gen).to(torch.bfloat16).to(dev)
+            fx.smallm_gemm(x, w, ws, False, bias)
+            fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
+            q, s = fx.per1x128_quant(x, e8m0)
+            fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
+            qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)
+            fx.scaled_gemm(qt, st, w, ws)
+    r = torch.randn(5, k, generator=gen).to(torch.bfloat16).to(dev)
+    g = (torch.rand(k, generator=gen) + 0.5).to(torch.bfloat16).to(dev)
+    fx.rmsnorm_quant(r, g, 1e-6, False)
+    fx.add_rmsnorm_quant(r, r, g, 1e-6, True)
+torch.cuda.synchronize()
+print("sanitize sweep done")
