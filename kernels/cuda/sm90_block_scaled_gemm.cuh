@@ -249,6 +249,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     unit.scale = decode_scale(a.w_scale, int64_t(tile * kTileRows / 128) * a.kblocks + kb, a.e8m0);
   };
 
+  // Announce this CTA to its cluster now; the matching wait comes before the first write into a
+  // peer's shared memory (step 4), by when every peer has long started.
+  if (a.k_split > 1) cluster_arrive_relaxed();
+
   // 1. The weight never depends on the previous kernel: start streaming it, and let the next
   //    kernel launch (it still waits for this grid before reading anything this grid writes).
   WeightUnit ring[DEPTH];
@@ -360,11 +364,15 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   }
   __syncthreads();
-  if (a.flags & kSkipEpilogue) return;
+  if (a.flags & kSkipEpilogue) {
+    if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
+    return;
+  }
 
   // 4. Sum the warps_k partials in warp order and push each tile's sum to the CTA that
   //    finishes it (rank r finishes the group's tiles [r*n/S, (r+1)*n/S)).
   cg::cluster_group cluster = cg::this_cluster();
+  if (a.k_split > 1) cluster_wait();
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   for (int i = threadIdx.x; i < ntiles * (tile_outputs / 4); i += kGemmThreads) {

@@ -53,6 +53,13 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2_to_f16x2(uint32_t pair) {
   return out;
 }
 
+// Split cluster barrier. A CTA may touch a peer's shared memory only after the peer has started:
+// arrive (relaxed, non-blocking) at kernel entry, wait before the first remote access.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
 // Programmatic dependent launch (sm_90): no-ops when the launch did not enable it.
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void allow_next_grid_launch() { asm volatile("griddepcontrol.launch_dependents;"); }

@@ -201,13 +201,13 @@ SGL_DEV uint32_t pack4_e4m3_finite(float a, float b, float c, float d) {
 }
 
 // Groups holding NaN/Inf (rare; a wave-uniform branch): the same clamp + convert, then every
-// NaN product gets the byte sign|0x7F. That equals e4m3fn_from_f32_satfinite for every input:
-// +-Inf clamps to +-448 (0x7E/0xFE), finite values convert as on the fast path, and NaN stays
-// NaN with its sign whatever v_med3_f32 / v_cvt_pk_fp8_f32 made of it. Branch-free, so the cold
-// path stays a few instructions.
+// NaN product gets the canonical byte 0x7F. That equals e4m3fn_from_f32_satfinite for every
+// input: +-Inf clamps to +-448 (0x7E/0xFE), finite values convert as on the fast path, and NaN
+// becomes 0x7F whatever v_med3_f32 / v_cvt_pk_fp8_f32 made of it (NaN signs are not portable).
+// Branch-free, so the cold path stays a few instructions.
 SGL_DEV uint32_t nan_byte_fixup(uint32_t packed, float v, int byte) {
   const uint32_t bits = __float_as_uint(v);
-  const uint32_t nan_byte = ((bits >> 24) & 0x80u) | 0x7Fu;
+  const uint32_t nan_byte = 0x7Fu;  // canonical NaN whatever its sign, as in fp8_quant_math.h
   const uint32_t shift = 8u * static_cast<uint32_t>(byte);
   const bool is_nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
   return is_nan ? ((packed & ~(0xFFu << shift)) | (nan_byte << shift)) : packed;
