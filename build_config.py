@@ -5,10 +5,14 @@ library; setup.py passes torch in."""
 from pathlib import Path
 
 # No -ffast-math anywhere: the quantization is bit-exact IEEE arithmetic (SPEC §3.1).
-CXX_FLAGS = ["-O3", "-std=c++20"]
+# No -std either for code that includes torch headers: torch.utils.cpp_extension adds the
+# standard torch itself was built with (C++17 up to torch 2.11, C++20 from 2.12). Forcing C++20
+# on a C++17 torch made libstdc++'s ostream code in our library crash in error messages.
+CXX_FLAGS = ["-O3"]
 
 # sm_90a: Hopper's own instructions (setmaxnreg, wgmma) need the 'a' target; the -gencode form
 # is the one that assembles for it with nvcc 13.0.
+# The .cu kernel translation units include no torch header, so their standard is ours to pick.
 NVCC_FLAGS = [
     "-O3",
     "-std=c++20",
