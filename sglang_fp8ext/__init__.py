@@ -7,6 +7,7 @@ registers their fake implementations and re-exports the Python API (SPEC §5).
 import torch  # noqa: F401  (loads libtorch, which the compiled library links against)
 
 from . import _C
+from . import reference  # noqa: F401  (registers the fallback ops the GPU glue redispatches to)
 from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight
 from .linear import fp8_block_linear
 from .ops import add_rmsnorm_quant, per1x128_quant, rmsnorm_quant, scaled_gemm, smallm_gemm

@@ -5,6 +5,7 @@
 // Nothing here synchronizes the device or allocates outside torch; the only device queries are
 // cached once per device (device_supported) on the first call.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -33,13 +34,16 @@ ElemType elem_type_of(at::ScalarType t) {
   }
 }
 
-// A device this library has no kernels for is an error with the reason; the Python package
-// checks this at import and keeps fp8_block_linear on its fallback there.
-void check_device_supported(const char* op, const at::Tensor& t) {
+// Whether this library has kernels for the tensor's device (cached once per device). Where it
+// has none (a gfx950 wheel on an MI300, an sm_90a build on an A100), the ops warn once and run
+// the pure-torch reference implementation registered by sglang_fp8ext/reference.py instead:
+// correct, slow.
+bool runs_reference(const char* op, const at::Tensor& t) {
   TORCH_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", t.device());
   static std::mutex mutex;
   static std::array<int8_t, 64> state{};  // 0 unknown, 1 supported, -1 not
   static std::array<const char*, 64> reason{};
+  static std::atomic<bool> warned{false};
   const int index = t.get_device();
   TORCH_CHECK(index >= 0 && index < 64, op, ": device index ", index, " out of range");
   if (state[index] == 0) {
@@ -51,8 +55,20 @@ void check_device_supported(const char* op, const at::Tensor& t) {
       state[index] = ok ? 1 : -1;
     }
   }
-  TORCH_CHECK(state[index] == 1, op, ": ", reason[index] ? reason[index] : "device not supported", " (", t.device(),
-              "); sglang_fp8ext.fp8_block_linear falls back to the reference path on such devices");
+  if (state[index] == 1) return false;
+  if (!warned.exchange(true)) {
+    TORCH_WARN("sglang_fp8ext: ", reason[index] ? reason[index] : "no kernels for this device", " (", t.device(),
+               "); the sgl_fp8 ops run their pure-torch reference implementation there (correct, slow)");
+  }
+  return true;
+}
+
+// The reference implementation of `name`, registered from Python at `import sglang_fp8ext`.
+template <typename Signature>
+c10::TypedOperatorHandle<Signature> reference_op(const char* name) {
+  return c10::Dispatcher::singleton()
+      .findSchemaOrThrow(name, "")
+      .typed<Signature>();
 }
 
 void check_launch(const char* op, const char* error) {
@@ -82,7 +98,10 @@ bool early_weight_prefetch_enabled() {
 std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool ue8m0, bool transpose_scale) {
   constexpr const char* op = "sgl_fp8::per1x128_quant";
   check_quant_args(x, transpose_scale);
-  check_device_supported(op, x);
+  if (runs_reference(op, x))
+    return reference_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, bool, bool)>(
+               "sgl_fp8::_reference_per1x128_quant")
+        .call(x, ue8m0, transpose_scale);
   const c10::cuda::CUDAGuard guard(x.device());
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, transpose_scale);
   if (q.numel() == 0) return {q, scale};
@@ -122,7 +141,6 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
 at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, const c10::optional<at::Tensor>& x_scale,
                     const at::Tensor& w, bool w_shuffled, const at::Tensor& w_scale,
                     const c10::optional<at::Tensor>& bias, at::ScalarType out_dtype, const GemmConfig& config) {
-  check_device_supported(op, x_in);
   const c10::cuda::CUDAGuard guard(x_in.device());
   at::Tensor out = at::empty({s.M, s.N}, x_in.options().dtype(out_dtype));
   if (s.M == 0) return out;
@@ -152,15 +170,22 @@ at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, 
   return out;
 }
 
+using SmallmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                                   const c10::optional<at::Tensor>&);
+
 at::Tensor smallm_gemm_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale, bool w_shuffled,
                            const c10::optional<at::Tensor>& bias) {
   const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
+  if (runs_reference("sgl_fp8::smallm_gemm", x))
+    return reference_op<SmallmSignature>("sgl_fp8::_reference_smallm_gemm").call(x, w, w_scale, w_shuffled, bias);
   return run_gemm("sgl_fp8::smallm_gemm", s, x, c10::nullopt, w, w_shuffled, w_scale, bias, x.scalar_type(), {});
 }
 
 at::Tensor smallm_gemm_configured_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale,
                                       bool w_shuffled, const c10::optional<at::Tensor>& bias, at::IntArrayRef config) {
   const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
+  if (runs_reference("sgl_fp8::_smallm_gemm_configured", x))
+    return reference_op<SmallmSignature>("sgl_fp8::_reference_smallm_gemm").call(x, w, w_scale, w_shuffled, bias);
   return run_gemm("sgl_fp8::_smallm_gemm_configured", s, x, c10::nullopt, w, w_shuffled, w_scale, bias,
                   x.scalar_type(), config_from(config));
 }
@@ -170,6 +195,11 @@ at::Tensor scaled_gemm_gpu(const at::Tensor& xq, const at::Tensor& x_scale, cons
                            const c10::optional<at::Tensor>& bias) {
   const at::ScalarType out_type = scaled_gemm_out_dtype(out_dtype);
   const GemmShape s = check_scaled_gemm_args(xq, x_scale, w, w_scale, out_type, bias);
+  if (runs_reference("sgl_fp8::scaled_gemm", xq))
+    return reference_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
+                                   c10::optional<at::ScalarType>, const c10::optional<at::Tensor>&)>(
+               "sgl_fp8::_reference_scaled_gemm")
+        .call(xq, x_scale, w, w_scale, w_shuffled, out_dtype, bias);
   return run_gemm("sgl_fp8::scaled_gemm", s, xq, x_scale, w, w_shuffled, w_scale, bias, out_type, {});
 }
 
@@ -179,7 +209,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_quant_gpu(const char* op, co
                                                               const at::Tensor* residual, const at::Tensor& weight,
                                                               double eps, bool ue8m0) {
   check_norm_args(op, x, residual, weight, eps);
-  check_device_supported(op, x);
+  if (runs_reference(op, x)) {
+    if (residual)
+      return reference_op<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                          const at::Tensor&, double, bool)>(
+                 "sgl_fp8::_reference_add_rmsnorm_quant")
+          .call(x, *residual, weight, eps, ue8m0);
+    auto [q, scale] = reference_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double,
+                                                                      bool)>("sgl_fp8::_reference_rmsnorm_quant")
+                          .call(x, weight, eps, ue8m0);
+    return {q, scale, at::Tensor()};
+  }
   const c10::cuda::CUDAGuard guard(x.device());
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, /*transpose_scale=*/false);
   at::Tensor residual_out = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
