@@ -2,6 +2,8 @@
 
 Paths (SPEC §5):
   fused     one launch: ``smallm_gemm`` (quant in registers + GEMM)
+  aiter     ROCm only, when AITER is installed: ``per1x128_quant`` (column-major scales) then
+            AITER's ``gemm_a8w8_blockscale_bpreshuffle`` (AITER-shuffled weight, fp32 scales)
   unfused   ``per1x128_quant`` then ``scaled_gemm`` (two launches; correct for every M)
 The policy picks the fused path where it applies and is fast, and the unfused one elsewhere;
 ``SGL_FP8_SMALLM=0`` forces the unfused path. Which path ran is logged once per (device, N, K,
@@ -24,15 +26,35 @@ logger = logging.getLogger("sglang_fp8ext")
 FUSED_MAX_M = 32
 
 _logged_paths: set = set()
+_aiter_module = None
+_aiter_checked = False
 
 
-def select_path(device: torch.device, m, n: int, k: int) -> str:
+def aiter_module():
+    """AITER, imported only on a ROCm build of torch and only if it is installed; else None.
+
+    AITER is optional: an AMD machine without it runs the unfused path instead."""
+    global _aiter_module, _aiter_checked
+    if not _aiter_checked:
+        _aiter_checked = True
+        if getattr(torch.version, "hip", None):
+            try:
+                import aiter  # noqa: PLC0415  (optional dependency, ROCm only)
+
+                _aiter_module = aiter
+            except ImportError:
+                _aiter_module = None
+    return _aiter_module
+
+
+def select_path(device: torch.device, m, n: int, k: int, *, e8m0: bool = False, shuffled: bool = False) -> str:
     """The path fp8_block_linear takes for bf16/fp16 input of ``m`` tokens on ``device``."""
-    if not switches.fused_smallm_enabled():
-        return "unfused"
-    if device.type == "cpu":
+    fused = switches.fused_smallm_enabled() and (device.type == "cpu" or m <= FUSED_MAX_M)
+    if fused:
         return "fused"
-    return "fused" if m <= FUSED_MAX_M else "unfused"
+    if device.type != "cpu" and shuffled and not e8m0 and aiter_module() is not None:
+        return "aiter"
+    return "unfused"
 
 
 def _log_path_once(device: torch.device, n: int, k: int, path: str) -> None:
@@ -79,11 +101,17 @@ def fp8_block_linear(
 
     if out_dtype is not None and out_dtype != x.dtype:
         raise ValueError(f"fp8_block_linear: out_dtype {out_dtype} must equal x's dtype {x.dtype} for bf16/fp16 input")
-    path = select_path(x.device, x2.shape[0], N, K)
+    e8m0 = weight_scale.dtype == torch.float8_e8m0fnu
+    path = select_path(x.device, x2.shape[0], N, K, e8m0=e8m0, shuffled=w_shuffled)
     if path == "fused":
         out = ops.smallm_gemm(x2, weight, weight_scale, w_shuffled, bias)
+    elif path == "aiter":
+        # AITER's bpreshuffle GEMM reads the activation scales column-major: strides (1, M).
+        q, scale = ops.per1x128_quant(x2, ue8m0=False, transpose_scale=True)
+        out = aiter_module().gemm_a8w8_blockscale_bpreshuffle(q, weight, scale, weight_scale, x.dtype)
+        if bias is not None:
+            out = out + bias
     else:
-        e8m0 = weight_scale.dtype == torch.float8_e8m0fnu
         q, scale = ops.per1x128_quant(x2, ue8m0=e8m0)
         out = ops.scaled_gemm(q, scale, weight, weight_scale, w_shuffled, x.dtype, bias)
     _log_path_once(x.device, N, K, path)

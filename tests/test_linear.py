@@ -227,3 +227,40 @@ def test_linear_errors_name_arguments():
     q, s = fx.per1x128_quant(x, True)
     with pytest.raises((RuntimeError, ValueError), match=r"x_scale|input_scale|w_scale|weight_scale"):
         fx.fp8_block_linear(q, w, ws, input_scale=s)  # e8m0 activations, fp32 weight scales
+
+
+def test_linear_aiter_path_on_rocm_with_a_stand_in(monkeypatch):
+    """On a ROCm build with AITER installed, M > 32 with a shuffled weight and fp32 scales goes to
+    AITER's bpreshuffle GEMM, handed the shuffled weight and column-major activation scales.
+    Checked with a stand-in module (no AMD GPU here): the stand-in computes the SPEC GEMM."""
+    calls = []
+
+    class StandIn:
+        @staticmethod
+        def gemm_a8w8_blockscale_bpreshuffle(q, w, x_scale, w_scale, dtype):
+            calls.append((x_scale.stride(), getattr(w, "is_shuffled", None)))
+            return fx.scaled_gemm(q, x_scale, fx.unshuffle_weight(w), w_scale, False, dtype)
+
+    N, K, M = 48, 256, 40
+    w, ws = make(N, K, "fp32", 21)
+    x = rand_act((M, K), torch.bfloat16, 3)
+    bias = rand_act((N,), torch.bfloat16, 4, outliers=False)
+    dev = torch.device("cuda")  # the policy only; the call below runs on the CPU
+    monkeypatch.setattr(torch.version, "hip", "7.0", raising=False)
+    monkeypatch.setattr(fx.linear, "_aiter_checked", True)
+    monkeypatch.setattr(fx.linear, "_aiter_module", StandIn)
+    assert fx.linear.select_path(dev, M, N, K, shuffled=True) == "aiter"
+    assert fx.linear.select_path(dev, M, N, K, shuffled=False) == "unfused"  # plain weight
+    assert fx.linear.select_path(dev, M, N, K, shuffled=True, e8m0=True) == "unfused"
+    assert fx.linear.select_path(dev, 8, N, K, shuffled=True) == "fused"
+    monkeypatch.setattr(fx.linear, "select_path", lambda *a, **k: "aiter")
+    out = fx.fp8_block_linear(x, fx.shuffle_weight(w), ws, bias=bias)
+    assert calls == [((1, M), True)]
+    assert_gemm_contract(out, gemm_ref_from(*fx.per1x128_quant(x), w, ws, bias), "aiter stand-in")
+
+
+def test_linear_without_aiter_on_rocm_takes_the_unfused_path(monkeypatch):
+    monkeypatch.setattr(torch.version, "hip", "7.0", raising=False)
+    monkeypatch.setattr(fx.linear, "_aiter_checked", True)
+    monkeypatch.setattr(fx.linear, "_aiter_module", None)
+    assert fx.linear.select_path(torch.device("cuda"), 64, 48, 256, shuffled=True) == "unfused"
