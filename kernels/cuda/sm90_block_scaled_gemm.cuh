@@ -37,6 +37,7 @@
 #include "../common/gpu_launch.h"
 #include "sm90_gemm_layout.h"
 #include "sm90_ptx.cuh"
+#include "sm90_quant.cuh"  // quantize_8_of_group, unpack_8: the same quantization as per1x128_quant
 
 namespace sgl_fp8::sm90 {
 
@@ -83,10 +84,6 @@ __device__ __forceinline__ float decode_scale(const void* base, int64_t index, b
   return static_cast<const float*>(base)[index];
 }
 
-__device__ __forceinline__ float bf16_or_fp16_to_f32(uint32_t bits16, bool fp16) {
-  return fp16 ? fp16_bits_to_f32(static_cast<uint16_t>(bits16)) : bf16_bits_to_f32(static_cast<uint16_t>(bits16));
-}
-
 // 8 e4m3 bytes -> 8 f16 (16 bytes), exact.
 __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
   return make_uint4(cvt_e4m3x2_to_f16x2(lo & 0xFFFFu), cvt_e4m3x2_to_f16x2(lo >> 16), cvt_e4m3x2_to_f16x2(hi & 0xFFFFu),
@@ -122,24 +119,11 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       if (gidx >= groups) continue;  // uniform across the half-warp
       const int rotated = (gidx + rotation) % groups;
       const int m = rotated / nblocks, lb = rotated - m * nblocks;
-      const uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
       float v[8];
-      uint32_t key = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        v[2 * j] = bf16_or_fp16_to_f32(words[j] & 0xFFFFu, a.x_is_fp16);
-        v[2 * j + 1] = bf16_or_fp16_to_f32(words[j] >> 16, a.x_is_fp16);
-        key = max_key(key, max_key(magnitude_key(v[2 * j]), magnitude_key(v[2 * j + 1])));
-      }
-#pragma unroll
-      for (int offset = 8; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(half_mask, key, offset));
-      const GroupQuantParams p = group_quant_params(key, a.e8m0);
-      const uint32_t lo = cvt_e4m3x2_satfinite(v[0] * p.inverse_scale, v[1] * p.inverse_scale) |
-                          (cvt_e4m3x2_satfinite(v[2] * p.inverse_scale, v[3] * p.inverse_scale) << 16);
-      const uint32_t hi = cvt_e4m3x2_satfinite(v[4] * p.inverse_scale, v[5] * p.inverse_scale) |
-                          (cvt_e4m3x2_satfinite(v[6] * p.inverse_scale, v[7] * p.inverse_scale) << 16);
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * l16)) = e4m3x8_to_f16x8(lo, hi);
-      if (l16 == 0) xs[lb * token_pad + m] = p.scale;
+      unpack_8(raw[i], a.x_is_fp16, v);
+      const Quantized8 q = quantize_8_of_group(v, a.e8m0, half_mask);
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * l16)) = e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
+      if (l16 == 0) xs[lb * token_pad + m] = q.params.scale;
     }
   }
 }

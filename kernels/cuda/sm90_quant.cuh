@@ -27,28 +27,33 @@ __device__ __forceinline__ uint32_t f32_to_act_bits(float v, bool fp16) {
 }
 
 // Quantizes 8 consecutive values of a 128-group held by one lane of a half-warp (16 lanes per
-// group). Returns the 8 e4m3 bytes; lane 0 of the half-warp stores the group scale.
-__device__ __forceinline__ uint2 quantize_8_of_group(const float (&v)[8], bool ue8m0, unsigned half_mask,
-                                                    void* scale, int64_t scale_index, bool store_scale) {
+// group): the group amax over the half-warp, then SPEC §3.1/§3.2. Returns the 8 e4m3 bytes and
+// the group's parameters (scale, e8m0 byte).
+struct Quantized8 {
+  uint2 bytes;
+  GroupQuantParams params;
+};
+
+__device__ __forceinline__ Quantized8 quantize_8_of_group(const float (&v)[8], bool ue8m0, unsigned half_mask) {
   uint32_t key = 0;
 #pragma unroll
   for (int j = 0; j < 8; ++j) key = max_key(key, magnitude_key(v[j]));
 #pragma unroll
   for (int offset = 8; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(half_mask, key, offset));
-  const GroupQuantParams p = group_quant_params(key, ue8m0);
-  if (store_scale) {
-    if (ue8m0) {
-      static_cast<uint8_t*>(scale)[scale_index] = static_cast<uint8_t>(p.e8m0_exponent);
-    } else {
-      static_cast<float*>(scale)[scale_index] = p.scale;
-    }
+  Quantized8 r;
+  r.params = group_quant_params(key, ue8m0);
+  const float inv = r.params.inverse_scale;
+  r.bytes.x = cvt_e4m3x2_satfinite(v[0] * inv, v[1] * inv) | (cvt_e4m3x2_satfinite(v[2] * inv, v[3] * inv) << 16);
+  r.bytes.y = cvt_e4m3x2_satfinite(v[4] * inv, v[5] * inv) | (cvt_e4m3x2_satfinite(v[6] * inv, v[7] * inv) << 16);
+  return r;
+}
+
+__device__ __forceinline__ void store_group_scale(void* scale, int64_t index, const GroupQuantParams& p, bool ue8m0) {
+  if (ue8m0) {
+    static_cast<uint8_t*>(scale)[index] = static_cast<uint8_t>(p.e8m0_exponent);
+  } else {
+    static_cast<float*>(scale)[index] = p.scale;
   }
-  uint2 packed;
-  packed.x = cvt_e4m3x2_satfinite(v[0] * p.inverse_scale, v[1] * p.inverse_scale) |
-             (cvt_e4m3x2_satfinite(v[2] * p.inverse_scale, v[3] * p.inverse_scale) << 16);
-  packed.y = cvt_e4m3x2_satfinite(v[4] * p.inverse_scale, v[5] * p.inverse_scale) |
-             (cvt_e4m3x2_satfinite(v[6] * p.inverse_scale, v[7] * p.inverse_scale) << 16);
-  return packed;
 }
 
 __device__ __forceinline__ void unpack_8(const uint4 raw, bool fp16, float (&v)[8]) {
@@ -75,9 +80,9 @@ __global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const Quant
     const int64_t row = gidx / groups_per_row, group = gidx - row * groups_per_row;
     float v[8];
     unpack_8(load_shared_readonly_16B(x + row * p.x_row_stride + group * 128 + l16 * 8), fp16, v);
-    const uint2 q = quantize_8_of_group(v, p.ue8m0, half_mask, p.scale,
-                                        row * p.scale_stride_row + group * p.scale_stride_group, l16 == 0);
-    *reinterpret_cast<uint2*>(p.q + row * p.K + group * 128 + l16 * 8) = q;
+    const Quantized8 q = quantize_8_of_group(v, p.ue8m0, half_mask);
+    if (l16 == 0) store_group_scale(p.scale, row * p.scale_stride_row + group * p.scale_stride_group, q.params, p.ue8m0);
+    *reinterpret_cast<uint2*>(p.q + row * p.K + group * 128 + l16 * 8) = q.bytes;
   }
 }
 
@@ -146,8 +151,9 @@ __global__ void __launch_bounds__(kQuantThreads) rmsnorm_quant_sm90(const NormQu
     unpack_8(load_shared_readonly_16B(weight + offset), fp16, wv);
 #pragma unroll
     for (int j = 0; j < 8; ++j) y[j] = act_bits_to_f32(f32_to_act_bits(hr[j] * inv_rms * wv[j], fp16), fp16);
-    const uint2 q = quantize_8_of_group(y, p.ue8m0, half_mask, p.scale, row * groups + group, l16 == 0);
-    *reinterpret_cast<uint2*>(p.q + row * p.K + offset) = q;
+    const Quantized8 q = quantize_8_of_group(y, p.ue8m0, half_mask);
+    if (l16 == 0) store_group_scale(p.scale, row * groups + group, q.params, p.ue8m0);
+    *reinterpret_cast<uint2*>(p.q + row * p.K + offset) = q.bytes;
   }
 }
 
