@@ -1,0 +1,180 @@
+// CPU check of the sm_90 GEMM's index formulas (kernels/cuda/sm90_gemm_layout.h) and launch plan
+// (kernels/cuda/sm90_gemm_plan.h). Built and run by tests/test_sm90_layout.py; prints one line
+// per failed check and "checks=N failures=F" last; exits non-zero on any failure.
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "cuda/sm90_gemm_layout.h"
+#include "cuda/sm90_gemm_plan.h"
+
+using namespace sgl_fp8;
+using namespace sgl_fp8::sm90;
+
+static long checks = 0, failures = 0;
+#define CHECK(cond, ...)                  \
+  do {                                    \
+    ++checks;                             \
+    if (!(cond)) {                        \
+      ++failures;                         \
+      if (failures < 50) {                \
+        std::printf("FAIL: " __VA_ARGS__); \
+        std::printf("\n");                \
+      }                                   \
+    }                                     \
+  } while (0)
+
+// SPEC §4, written out here independently of kernels/common/weight_layout.h.
+static long long spec_offset(long long n, long long k, long long K, bool shuffled) {
+  if (!shuffled) return n * K + k;
+  const long long n0 = n / 16, n1 = n % 16, k0 = k / 32, k1 = (k / 16) % 2, k2 = k % 16;
+  return n0 * 16 * K + k0 * 512 + k1 * 256 + n1 * 16 + k2;
+}
+
+static void check_weight_units() {
+  for (bool shuffled : {false, true}) {
+    for (long long K : {128LL, 256LL, 1024LL, 7168LL}) {
+      for (long long tile : {0LL, 1LL, 5LL}) {
+        for (long long kb = 0; kb < K / 128; kb += (K / 128 > 4 ? 3 : 1)) {
+          std::set<long long> covered;
+          for (int lane = 0; lane < 32; ++lane)
+            for (int half = 0; half < 2; ++half)
+              for (int chunk = 0; chunk < 2; ++chunk) {
+                const long long row = (lane >> 2) + 8 * half;
+                const long long k = unit_k_of(lane, chunk);
+                // The unit base is affine in (tile, kb) in both layouts, and the lane's 16 bytes
+                // are the SPEC bytes of (row, k .. k+15).
+                const long long base = tile * 16 * K + kb * unit_block_stride(shuffled);
+                const long long got = base + unit_lane_offset(lane, half, chunk, K, shuffled);
+                for (int j = 0; j < 16; ++j) {
+                  const long long want = spec_offset(16 * tile + row, 128 * kb + k + j, K, shuffled);
+                  CHECK(got + j == want, "unit bytes: shuffled=%d K=%lld tile=%lld kb=%lld lane=%d half=%d chunk=%d j=%d",
+                        shuffled, K, tile, kb, lane, half, chunk, j);
+                  covered.insert(row * 128 + k + j);
+                }
+              }
+          CHECK(covered.size() == 16 * 128, "unit coverage: %zu of 2048 bytes", covered.size());
+        }
+      }
+    }
+  }
+}
+
+// For each MMA step (chunk c, word w) the A fragment's logical k of lane q maps to the physical
+// bytes that B (the activations) supplies for the same logical k: the K permutation is shared.
+static void check_k_permutation() {
+  std::set<int> all_physical;
+  for (int chunk = 0; chunk < 2; ++chunk)
+    for (int word = 0; word < 4; ++word) {
+      std::set<int> logical, physical;
+      for (int q = 0; q < 4; ++q) {
+        const int lane = q;  // g does not change k
+        const int ks[4] = {2 * q, 2 * q + 1, 8 + 2 * q, 9 + 2 * q};
+        for (int i = 0; i < 4; ++i) {
+          const int p = a_physical_k(lane, chunk, word, ks[i]);
+          // B: b0 holds logical (2q, 2q+1) = f16 pair 4w, 4w+1 of the lane's chunk, b1 holds
+          // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_block_scaled_gemm.cuh, consume_unit).
+          const int b_physical = unit_k_of(lane, chunk) + 4 * word + i;
+          CHECK(p == b_physical, "k permutation: chunk=%d word=%d q=%d logical=%d A=%d B=%d", chunk, word, q, ks[i], p,
+                b_physical);
+          logical.insert(ks[i]);
+          physical.insert(p);
+          all_physical.insert(p);
+        }
+      }
+      CHECK(logical.size() == 16 && physical.size() == 16, "step covers 16 k: chunk=%d word=%d", chunk, word);
+    }
+  CHECK(all_physical.size() == 128, "the 8 steps cover the 128-byte block once: %zu", all_physical.size());
+}
+
+static void check_activation_smem() {
+  for (int token_tiles = 1; token_tiles <= 4; ++token_tiles) {
+    const int token_pad = 8 * token_tiles, blocks = 3;
+    std::set<int> seen;
+    for (int lb = 0; lb < blocks; ++lb)
+      for (int token = 0; token < token_pad; ++token)
+        for (int P = 0; P < 128; P += 8) {  // 8 f16 = one 16-byte slot
+          const int o = act_f16_offset(lb, token, token_pad, P);
+          CHECK(o % 16 == 0 && o >= 0 && o < blocks * token_pad * 256, "act slot bounds/alignment: %d", o);
+          CHECK(seen.insert(o).second, "act slot written twice: lb=%d token=%d P=%d", lb, token, P);
+          for (int j = 1; j < 8; ++j)  // f16 elements inside the slot are contiguous
+            CHECK(act_f16_offset(lb, token, token_pad, P + j) == o + 2 * j, "act slot contiguity");
+        }
+    // A quarter-warp (lanes 8p..8p+7: tokens 2p', 2p'+1 of a token tile, q = 0..3) reads 16-byte
+    // slots that hit 8 different bank groups.
+    for (int t = 0; t < token_tiles; ++t)
+      for (int chunk = 0; chunk < 2; ++chunk)
+        for (int half = 0; half < 2; ++half)
+          for (int quarter = 0; quarter < 4; ++quarter) {
+            std::set<int> banks;
+            for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
+              const int token = 8 * t + (lane >> 2);
+              const int o = act_f16_offset(1, token, token_pad, unit_k_of(lane, chunk) + 8 * half);
+              banks.insert((o / 16) % 8);
+            }
+            CHECK(banks.size() == 8, "act read bank conflict: tiles=%d chunk=%d half=%d quarter=%d", token_tiles,
+                  chunk, half, quarter);
+          }
+  }
+}
+
+static int max_clusters(int, long long) { return 1 << 20; }
+
+// The kernel's balanced partitions (tile_begin/tile_end per group, kb ranges per rank, units per
+// warp) cover every (tile, block) of the weight exactly once, and the plan fits shared memory.
+static void check_plans() {
+  const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
+                                 {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
+  for (const auto& s : shapes) {
+    const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
+    for (long long M : {1LL, 4LL, 8LL, 13LL, 16LL, 32LL, 33LL, 100LL}) {
+      const GemmPlan plan = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, GemmConfig{}, max_clusters);
+      CHECK(plan.cost >= 0, "no plan for N=%lld K=%lld M=%lld", N, K, M);
+      if (plan.cost < 0) continue;
+      CHECK(plan.smem_bytes <= 227 * 1024, "smem %lld", (long long)plan.smem_bytes);
+      CHECK(plan.k_split >= 1 && plan.k_split <= 8 && plan.k_split <= KB, "k_split %d", plan.k_split);
+      CHECK(plan.warps_k * plan.warps_t == 8, "warps %d x %d", plan.warps_k, plan.warps_t);
+      CHECK(plan.row_groups * plan.k_split <= 132, "grid %d x %d exceeds one wave", plan.row_groups, plan.k_split);
+      CHECK(plan.chunks == (M + 31) / 32, "chunks %d", plan.chunks);
+      std::vector<int> hits(T * KB, 0);
+      for (int group = 0; group < plan.row_groups; ++group) {
+        const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
+        CHECK(t1 - t0 <= plan.max_tiles_per_cta, "tiles per CTA %lld > %d", t1 - t0, plan.max_tiles_per_cta);
+        for (int rank = 0; rank < plan.k_split; ++rank) {
+          const long long kb0 = rank * KB / plan.k_split, kb1 = (rank + 1) * KB / plan.k_split;
+          CHECK(kb1 - kb0 <= plan.max_blocks_per_cta, "blocks per CTA %lld > %d", kb1 - kb0, plan.max_blocks_per_cta);
+          const long long ntiles = t1 - t0, nblocks = kb1 - kb0;
+          for (int warp = 0; warp < 8; ++warp) {
+            const int wk = warp % plan.warps_k, wt = warp / plan.warps_k;
+            const long long my_tiles = ntiles > wt ? (ntiles - wt + plan.warps_t - 1) / plan.warps_t : 0;
+            const long long my_blocks = nblocks > wk ? (nblocks - wk + plan.warps_k - 1) / plan.warps_k : 0;
+            for (long long u = 0; u < my_tiles * my_blocks; ++u) {
+              const long long tile = t0 + wt + (u / my_blocks) * plan.warps_t;
+              const long long kb = kb0 + wk + (u % my_blocks) * plan.warps_k;
+              CHECK(tile < t1 && kb < kb1, "unit outside the CTA's range");
+              ++hits[tile * KB + kb];
+            }
+          }
+          // Epilogue ownership: the ranks' owned ranges partition the group's tiles.
+        }
+        long long owned = 0;
+        for (int rank = 0; rank < plan.k_split; ++rank)
+          owned += (rank + 1) * (t1 - t0) / plan.k_split - rank * (t1 - t0) / plan.k_split;
+        CHECK(owned == t1 - t0, "owned tiles %lld != %lld", owned, t1 - t0);
+      }
+      long long bad = 0;
+      for (int h : hits) bad += h != 1;
+      CHECK(bad == 0, "N=%lld K=%lld M=%lld: %lld (tile, block) units not covered exactly once", N, K, M, bad);
+    }
+  }
+}
+
+int main() {
+  check_weight_units();
+  check_k_permutation();
+  check_activation_smem();
+  check_plans();
+  std::printf("checks=%ld failures=%ld\n", checks, failures);
+  return failures ? 1 : 0;
+}
