@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--name", help="file stem of the results (default: bench_gpu / bench_cpu)")
     bench.add_argument("--cpu", action="store_true", help="time the CPU ops even if a GPU is present")
     bench.add_argument("--diagnose", action="store_true",
-                       help="GPU: also time the kernel with its MMAs skipped and with PDL off")
+                       help="GPU (sm_90): also time diagnostic variants of the fused kernel (stages skipped, "
+                       "forced k_split, PDL off; their outputs are garbage) to locate where its time goes")
     return parser
 
 
