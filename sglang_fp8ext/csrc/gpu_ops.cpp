@@ -39,13 +39,13 @@ ElemType elem_type_of(at::ScalarType t) {
 // the pure-torch reference implementation registered by sglang_fp8ext/reference.py instead:
 // correct, slow.
 bool runs_reference(const char* op, const at::Tensor& t) {
-  TORCH_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", t.device());
+  TORCH_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", device_str(t));
   static std::mutex mutex;
   static std::array<int8_t, 64> state{};  // 0 unknown, 1 supported, -1 not
   static std::array<const char*, 64> reason{};
   static std::atomic<bool> warned{false};
   const int index = t.get_device();
-  TORCH_CHECK(index >= 0 && index < 64, op, ": device index ", index, " out of range");
+  TORCH_CHECK(index >= 0 && index < 64, op, ": device index ", num(int64_t(index)), " out of range");
   if (state[index] == 0) {
     std::lock_guard<std::mutex> lock(mutex);
     const char* why = nullptr;
@@ -57,7 +57,7 @@ bool runs_reference(const char* op, const at::Tensor& t) {
   }
   if (state[index] == 1) return false;
   if (!warned.exchange(true)) {
-    TORCH_WARN("sglang_fp8ext: ", reason[index] ? reason[index] : "no kernels for this device", " (", t.device(),
+    TORCH_WARN("sglang_fp8ext: ", reason[index] ? reason[index] : "no kernels for this device", " (", device_str(t),
                "); the sgl_fp8 ops run their pure-torch reference implementation there (correct, slow)");
   }
   return true;

@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Optional.h>
 
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -16,6 +17,27 @@
 namespace sgl_fp8 {
 
 inline std::string dtype_name(at::ScalarType t) { return std::string(c10::toString(t)); }
+
+// Numbers, shapes and devices in error messages are turned into strings here (std::to_string,
+// snprintf, Device::str()), so that no message formats an integer through std::ostream in this
+// library: on the H200 image (torch 2.11.0+cu130, g++ 13.3) the CUDA build crashed inside
+// std::ostream::_M_insert<long> while formatting an argument check (docs/sm90.md, "Error
+// messages"). String-only messages were never affected.
+inline std::string num(int64_t v) { return std::to_string(v); }
+
+inline std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+inline std::string shape_str(c10::IntArrayRef dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+inline std::string device_str(const at::Tensor& t) { return t.device().str(); }
 
 inline bool is_activation_dtype(at::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf; }
 
@@ -25,8 +47,8 @@ inline bool is_scale_dtype(at::ScalarType t) { return t == at::kFloat || t == at
 inline void check_same_device(const char* op, std::initializer_list<std::pair<const char*, const at::Tensor*>> tensors) {
   const auto& first = *tensors.begin();
   for (const auto& [name, tensor] : tensors) {
-    TORCH_CHECK(tensor->device() == first.second->device(), op, ": expected ", name, " on ", first.second->device(),
-                " (the device of ", first.first, "), but it is on ", tensor->device(),
+    TORCH_CHECK(tensor->device() == first.second->device(), op, ": expected ", name, " on ", device_str(*first.second),
+                " (the device of ", first.first, "), but it is on ", device_str(*tensor),
                 "; tensors are never copied between devices implicitly");
   }
 }
@@ -35,16 +57,16 @@ inline void check_activation(const char* op, const char* name, const at::Tensor&
   TORCH_CHECK(is_activation_dtype(x.scalar_type()), op, ": expected ", name,
               " to be bfloat16 or float16, but got ", dtype_name(x.scalar_type()));
   if (two_dim) {
-    TORCH_CHECK(x.dim() == 2, op, ": expected ", name, " to be 2-D [M, K], but got ", x.dim(), "-D shape ",
-                x.sizes());
+    TORCH_CHECK(x.dim() == 2, op, ": expected ", name, " to be 2-D [M, K], but got ", num(x.dim()), "-D shape ",
+                shape_str(x.sizes()));
   } else {
     TORCH_CHECK(x.dim() >= 1, op, ": expected ", name, " to have at least one dimension [..., K]");
   }
   const int64_t K = x.size(-1);
   TORCH_CHECK(K > 0 && K % 128 == 0, op, ": expected the last dimension of ", name,
-              " (K) to be a positive multiple of 128, but got K = ", K);
+              " (K) to be a positive multiple of 128, but got K = ", num(K));
   TORCH_CHECK(x.stride(-1) == 1, op, ": expected ", name, " to have a unit stride in its last dimension, but got ",
-              "stride ", x.stride(-1));
+              "stride ", num(x.stride(-1)));
 }
 
 struct GemmShape {
@@ -58,27 +80,27 @@ inline GemmShape check_weight_args(const char* op, int64_t M, int64_t K, const a
                                    at::ScalarType out_dtype) {
   TORCH_CHECK(w.scalar_type() == at::kFloat8_e4m3fn, op, ": expected w to be float8_e4m3fn, but got ",
               dtype_name(w.scalar_type()));
-  TORCH_CHECK(w.dim() == 2, op, ": expected w to be 2-D [N, K], but got ", w.dim(), "-D shape ", w.sizes());
+  TORCH_CHECK(w.dim() == 2, op, ": expected w to be 2-D [N, K], but got ", num(w.dim()), "-D shape ", shape_str(w.sizes()));
   const int64_t N = w.size(0);
-  TORCH_CHECK(w.size(1) == K, op, ": expected w to have K = ", K, " columns (the activations' last dimension), ",
-              "but got w of shape ", w.sizes());
-  TORCH_CHECK(N > 0 && N % 16 == 0, op, ": expected N = w.size(0) to be a positive multiple of 16, but got N = ", N);
+  TORCH_CHECK(w.size(1) == K, op, ": expected w to have K = ", num(K), " columns (the activations' last dimension), ",
+              "but got w of shape ", shape_str(w.sizes()));
+  TORCH_CHECK(N > 0 && N % 16 == 0, op, ": expected N = w.size(0) to be a positive multiple of 16, but got N = ", num(N));
   TORCH_CHECK(w.is_contiguous(), op, ": expected w to be contiguous ([N, K] row-major, or AITER-shuffled), ",
-              "but got strides ", w.strides());
+              "but got strides ", shape_str(w.strides()));
   TORCH_CHECK(is_scale_dtype(w_scale.scalar_type()), op, ": expected w_scale to be float32 or float8_e8m0fnu, ",
               "but got ", dtype_name(w_scale.scalar_type()));
   const int64_t NB = (N + 127) / 128, KB = K / 128;
   TORCH_CHECK(w_scale.dim() == 2 && w_scale.size(0) == NB && w_scale.size(1) == KB, op,
-              ": expected w_scale of shape [ceil(N/128), K/128] = [", NB, ", ", KB, "], but got ", w_scale.sizes());
+              ": expected w_scale of shape [ceil(N/128), K/128] = [", num(NB), ", ", num(KB), "], but got ", shape_str(w_scale.sizes()));
   TORCH_CHECK(w_scale.is_contiguous(), op, ": expected w_scale to be contiguous, but got strides ",
-              w_scale.strides());
+              shape_str(w_scale.strides()));
   if (bias.has_value()) {
     const at::Tensor& b = *bias;
-    TORCH_CHECK(b.dim() == 1 && b.size(0) == N, op, ": expected bias of shape [N] = [", N, "], but got ",
-                b.sizes());
+    TORCH_CHECK(b.dim() == 1 && b.size(0) == N, op, ": expected bias of shape [N] = [", num(N), "], but got ",
+                shape_str(b.sizes()));
     TORCH_CHECK(b.scalar_type() == out_dtype, op, ": expected bias to have the output dtype ",
                 dtype_name(out_dtype), ", but got ", dtype_name(b.scalar_type()));
-    TORCH_CHECK(b.stride(0) == 1, op, ": expected bias to be contiguous, but got stride ", b.stride(0));
+    TORCH_CHECK(b.stride(0) == 1, op, ": expected bias to be contiguous, but got stride ", num(b.stride(0)));
   }
   return GemmShape{M, N, K, w_scale.scalar_type() == at::kFloat8_e8m0fnu};
 }
@@ -108,12 +130,12 @@ inline GemmShape check_scaled_gemm_args(const at::Tensor& xq, const at::Tensor& 
   constexpr const char* op = "sgl_fp8::scaled_gemm";
   TORCH_CHECK(xq.scalar_type() == at::kFloat8_e4m3fn, op, ": expected xq to be float8_e4m3fn, but got ",
               dtype_name(xq.scalar_type()));
-  TORCH_CHECK(xq.dim() == 2, op, ": expected xq to be 2-D [M, K], but got ", xq.dim(), "-D shape ", xq.sizes());
+  TORCH_CHECK(xq.dim() == 2, op, ": expected xq to be 2-D [M, K], but got ", num(xq.dim()), "-D shape ", shape_str(xq.sizes()));
   const int64_t M = xq.size(0), K = xq.size(1);
   TORCH_CHECK(K > 0 && K % 128 == 0, op, ": expected K = xq.size(1) to be a positive multiple of 128, but got K = ",
-              K);
+              num(K));
   TORCH_CHECK(xq.stride(1) == 1, op, ": expected xq to have a unit stride in its last dimension, but got stride ",
-              xq.stride(1));
+              num(xq.stride(1)));
   if (bias.has_value()) {
     check_same_device(op, {{"xq", &xq}, {"x_scale", &x_scale}, {"w", &w}, {"w_scale", &w_scale}, {"bias", &*bias}});
   } else {
@@ -123,7 +145,7 @@ inline GemmShape check_scaled_gemm_args(const at::Tensor& xq, const at::Tensor& 
   TORCH_CHECK(x_scale.scalar_type() == w_scale.scalar_type(), op, ": expected x_scale in the same format as ",
               "w_scale (", dtype_name(w_scale.scalar_type()), "), but got ", dtype_name(x_scale.scalar_type()));
   TORCH_CHECK(x_scale.dim() == 2 && x_scale.size(0) == M && x_scale.size(1) == K / 128, op,
-              ": expected x_scale of shape [M, K/128] = [", M, ", ", K / 128, "], but got ", x_scale.sizes());
+              ": expected x_scale of shape [M, K/128] = [", num(M), ", ", num(K / 128), "], but got ", shape_str(x_scale.sizes()));
   return shape;
 }
 
@@ -131,26 +153,26 @@ inline void check_quant_args(const at::Tensor& x, bool transpose_scale) {
   constexpr const char* op = "sgl_fp8::per1x128_quant";
   check_activation(op, "x", x, /*two_dim=*/false);
   TORCH_CHECK(!transpose_scale || x.dim() == 2, op, ": transpose_scale=True needs a 2-D x [M, K], but got ",
-              x.dim(), "-D shape ", x.sizes());
+              num(x.dim()), "-D shape ", shape_str(x.sizes()));
 }
 
 inline void check_norm_args(const char* op, const at::Tensor& x, const at::Tensor* residual, const at::Tensor& weight,
                             double eps) {
   check_activation(op, "x", x, /*two_dim=*/false);
-  TORCH_CHECK(eps >= 0.0 && eps < 1e30, op, ": expected eps to be a finite non-negative number, but got ", eps);
+  TORCH_CHECK(eps >= 0.0 && eps < 1e30, op, ": expected eps to be a finite non-negative number, but got ", num(eps));
   const int64_t K = x.size(-1);
-  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == K, op, ": expected weight of shape [K] = [", K, "], but got ",
-              weight.sizes());
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == K, op, ": expected weight of shape [K] = [", num(K), "], but got ",
+              shape_str(weight.sizes()));
   TORCH_CHECK(weight.scalar_type() == x.scalar_type(), op, ": expected weight to have x's dtype ",
               dtype_name(x.scalar_type()), ", but got ", dtype_name(weight.scalar_type()));
-  TORCH_CHECK(weight.stride(0) == 1, op, ": expected weight to be contiguous, but got stride ", weight.stride(0));
+  TORCH_CHECK(weight.stride(0) == 1, op, ": expected weight to be contiguous, but got stride ", num(weight.stride(0)));
   if (residual) {
-    TORCH_CHECK(residual->sizes() == x.sizes(), op, ": expected residual of x's shape ", x.sizes(), ", but got ",
-                residual->sizes());
+    TORCH_CHECK(residual->sizes() == x.sizes(), op, ": expected residual of x's shape ", shape_str(x.sizes()), ", but got ",
+                shape_str(residual->sizes()));
     TORCH_CHECK(residual->scalar_type() == x.scalar_type(), op, ": expected residual to have x's dtype ",
                 dtype_name(x.scalar_type()), ", but got ", dtype_name(residual->scalar_type()));
     TORCH_CHECK(residual->stride(-1) == 1, op, ": expected residual to have a unit stride in its last dimension, ",
-                "but got stride ", residual->stride(-1));
+                "but got stride ", num(residual->stride(-1)));
     check_same_device(op, {{"x", &x}, {"residual", residual}, {"weight", &weight}});
   } else {
     check_same_device(op, {{"x", &x}, {"weight", &weight}});

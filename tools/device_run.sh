@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
+# run the named steps in order, with full logs under $OUT and a short summary on stdout.
+#   bash tools/device_run.sh diag tests smoke memcheck racecheck bench diagnose
+# SGL_FP8_GIT names the commit being measured (the device copy has no .git).
+set -u
+OUT=${OUT:-/tmp/sgl_fp8_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD
+PY=${PY:-python3}
+say() { echo "== $* (${SECONDS}s)"; }
+
+say "build (git ${SGL_FP8_GIT:-unknown})"
+if ! MAX_JOBS=16 $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  exit 1
+fi
+$PY -c "import torch, sglang_fp8ext as fx; print('backend', fx.BUILT_BACKEND, fx.BUILT_DEVICE_ARCHS, 'torch', torch.__version__, torch.cuda.get_device_name())"
+
+for step in "$@"; do
+  case "$step" in
+    diag)
+      say "diag: who defines std::ostream inserters, and the error-path probe"
+      nm -C -D --defined-only sglang_fp8ext/_C*.so | grep -E "_M_insert|ostream" >"$OUT/nm_so_defined.txt"
+      echo "symbols defined by _C.so matching _M_insert|ostream: $(wc -l <"$OUT/nm_so_defined.txt")"
+      find build -name "*.o" | while read -r o; do echo "## $o"; nm -C "$o" | grep -E "_M_insert<" ; done >"$OUT/nm_objects.txt"
+      grep -c " [WTt] .*_M_insert<" "$OUT/nm_objects.txt" | sed 's/^/objects defining _M_insert<..>: /'
+      $PY tools/crash_probe.py >"$OUT/crash_probe.txt" 2>&1; echo "crash_probe rc=$?"; tail -4 "$OUT/crash_probe.txt"
+      ;;
+    errors)
+      say "tests/test_errors.py (CPU and GPU tensors on the CUDA build)"
+      $PY -m pytest -q -p no:cacheprovider tests/test_errors.py >"$OUT/pytest_errors.txt" 2>&1; echo "rc=$?"
+      tail -3 "$OUT/pytest_errors.txt"
+      ;;
+    tests)
+      say "GPU tests (-m gpu)"
+      $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests >"$OUT/pytest_gpu.txt" 2>&1; echo "rc=$?"
+      grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.txt" | head -20
+      tail -3 "$OUT/pytest_gpu.txt"
+      ;;
+    suite)
+      say "whole suite on the CUDA build"
+      $PY -m pytest -q -p no:cacheprovider -n 8 tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
+      grep -E "^(FAILED|ERROR)" "$OUT/pytest_all.txt" | head -20
+      tail -3 "$OUT/pytest_all.txt"
+      ;;
+    smoke)
+      say "tools/gpu_smoke.py"
+      $PY tools/gpu_smoke.py >"$OUT/smoke.txt" 2>&1; echo "rc=$? fails=$(grep -c '^FAIL' "$OUT/smoke.txt")"
+      ;;
+    memcheck)
+      say "compute-sanitizer memcheck"
+      compute-sanitizer --tool memcheck --error-exitcode 9 $PY tools/sanitize_smoke.py >"$OUT/memcheck.txt" 2>&1
+      echo "rc=$?"; tail -2 "$OUT/memcheck.txt"
+      ;;
+    racecheck)
+      say "compute-sanitizer racecheck (quick)"
+      compute-sanitizer --tool racecheck --error-exitcode 9 $PY tools/sanitize_smoke.py --quick >"$OUT/racecheck.txt" 2>&1
+      echo "rc=$?"; tail -2 "$OUT/racecheck.txt"
+      ;;
+    bench)
+      say "bench"
+      $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      tail -40 "$OUT/bench.txt"
+      ;;
+    diagnose)
+      say "bench --diagnose (5120x4096)"
+      $PY -m sglang_fp8ext bench --diagnose --shapes 5120x4096 --ms 1,8,32 --out "$OUT" --name h200_diagnose \
+        >"$OUT/diagnose.txt" 2>"$OUT/diagnose.err"; echo "rc=$?"
+      tail -30 "$OUT/diagnose.txt"
+      ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+say "done"
