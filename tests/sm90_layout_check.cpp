@@ -121,6 +121,37 @@ static void check_activation_smem() {
 
 static int max_clusters(int, long long) { return 1 << 20; }
 
+// The staging ring: every (stage, piece, thread) 16-byte slot and every scale word is distinct,
+// aligned and inside its stage; a warp's pieces are one contiguous 512-byte run (no bank
+// conflicts); e8m0 scales are read back from the aligned word that holds them.
+static void check_staging() {
+  std::set<int> used;
+  for (int stage = 0; stage < kMaxStages; ++stage) {
+    for (int piece = 0; piece < 4; ++piece)
+      for (int t = 0; t < kStageThreads; ++t) {
+        const int o = stage_piece_offset(stage, piece, t);
+        CHECK(o % 16 == 0 && o >= stage * kStageBytes && o + 16 <= stage * kStageBytes + kStageWeightBytes,
+              "piece slot %d out of place", o);
+        for (int b = 0; b < 16; b += 4) CHECK(used.insert(o + b).second, "piece slot %d reused", o);
+        if (t % 32 == 0)
+          CHECK(stage_piece_offset(stage, piece, t + 31) == o + 31 * 16, "warp pieces not contiguous");
+      }
+    for (int t = 0; t < kStageThreads; ++t) {
+      const int o = stage_scale_offset(stage, t);
+      CHECK(o % 4 == 0 && o >= stage * kStageBytes + kStageWeightBytes && o + 4 <= (stage + 1) * kStageBytes,
+            "scale slot %d out of place", o);
+      CHECK(used.insert(o).second, "scale slot %d reused", o);
+    }
+  }
+  // e8m0: byte si lives in the little-endian word at si & ~3, at bit 8 * (si & 3).
+  const unsigned char bytes[8] = {0x01, 0x7f, 0x80, 0xfe, 0x10, 0x20, 0x30, 0x40};
+  for (int si = 0; si < 8; ++si) {
+    unsigned word = 0;
+    for (int b = 0; b < 4; ++b) word |= unsigned(bytes[(si & ~3) + b]) << (8 * b);
+    CHECK(((word >> (8 * (si & 3))) & 0xFFu) == bytes[si], "e8m0 byte %d from its word", si);
+  }
+}
+
 // The kernel's balanced partitions (tile_begin/tile_end per group, kb ranges per rank, units per
 // warp) cover every (tile, block) of the weight exactly once, and the plan fits shared memory.
 static void check_plans() {
@@ -137,6 +168,22 @@ static void check_plans() {
       CHECK(plan.warps_k * plan.warps_t == 8, "warps %d x %d", plan.warps_k, plan.warps_t);
       CHECK(plan.row_groups * plan.k_split <= 132, "grid %d x %d exceeds one wave", plan.row_groups, plan.k_split);
       CHECK(plan.chunks == (M + 31) / 32, "chunks %d", plan.chunks);
+      // Staging ring: within bounds, after every other region, and never at the cost of the
+      // second CTA per SM.
+      const GemmSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.warps_k,
+                                  plan.k_split, plan.smem_stages);
+      CHECK(plan.smem_stages >= 0 && plan.smem_stages <= kMaxStages, "stages %d", plan.smem_stages);
+      CHECK(layout.total == plan.smem_bytes, "smem %lld != layout %lld", (long long)plan.smem_bytes,
+            (long long)layout.total);
+      CHECK(plan.smem_stages == 0 || plan.smem_bytes <= kSmemBudget, "staging pushed smem to %lld",
+            (long long)plan.smem_bytes);
+      CHECK(layout.ring_offset % 16 == 0, "ring offset %lld not 16-byte aligned", (long long)layout.ring_offset);
+      GemmConfig no_staging{};
+      no_staging.flags = 8;
+      const GemmPlan plain = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, no_staging, max_clusters);
+      CHECK(plain.smem_stages == 0 && plain.k_split == plan.k_split && plain.warps_k == plan.warps_k &&
+                plain.max_tiles_per_cta == plan.max_tiles_per_cta,
+            "flag 8 must only turn staging off");
       std::vector<int> hits(T * KB, 0);
       for (int group = 0; group < plan.row_groups; ++group) {
         const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
@@ -175,6 +222,7 @@ int main() {
   check_k_permutation();
   check_activation_smem();
   check_plans();
+  check_staging();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

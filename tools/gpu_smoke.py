@@ -93,6 +93,12 @@ def main():
                 check(f"  shuffled == plain", torch.equal(out_s, out))
                 out2 = fx.smallm_gemm(xd, wd, wsd, False, bd)
                 check(f"  reproducible", torch.equal(out2, out))
+                # Same accumulation order with or without the shared-memory staging ring, at every
+                # ring depth: bitwise equal outputs.
+                configured = torch.ops.sgl_fp8._smallm_gemm_configured
+                same = all(torch.equal(configured(xd, wd, wsd, False, bd, cfg), out)
+                           for cfg in ([0, 0, 0, 0, 8], [0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 2], [0, 0, 0, 0, 0, 3]))
+                check(f"  staging ring off / 1 / 2 / 3 stages == default", same)
                 q, s = fx.per1x128_quant(xd, e8m0)
                 out_u = fx.scaled_gemm(q, s, wd, wsd, False, torch.bfloat16, bd)
                 err_u = rel_err_rows(out_u.cpu(), ref)

@@ -23,7 +23,8 @@ struct GemmConfig {
   int32_t warps = 0;            // gfx950: wavefronts per block (sm_90: fixed, one warpgroup)
   int32_t tiles_per_block = 0;  // gfx950: 16-row tiles a wave handles per pass
   int32_t blocks_per_sm = 0;    // sm_90: CTAs per SM the grid is sized for
-  int32_t flags = 0;            // backend-specific diagnostic bits (sm_90: see GemmFlags)
+  int32_t flags = 0;            // backend-specific bits (sm_90: see GemmFlags)
+  int32_t smem_stages = 0;      // sm_90: at most this many shared-memory weight stages (0: as many as fit)
 };
 
 struct GemmParams {

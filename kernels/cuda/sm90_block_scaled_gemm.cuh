@@ -14,10 +14,11 @@
 //    stored in shared memory as f16 (exact too), so B needs no conversion for any token count.
 //  * Grid: clusters of k_split CTAs own a balanced range of row tiles; CTA `rank` of a cluster
 //    owns a balanced range of K blocks. 8 warps = warps_k x warps_t split the CTA's blocks and
-//    tiles; each warp keeps DEPTH units of loads in flight and never waits for another warp in
-//    the main loop. Per unit: 8 MMAs per token tile (fp32 accumulate: SPEC §3.4's P), then
+//    tiles; each warp keeps DEPTH units of loads in flight in registers, plus `smem_stages` more
+//    through cp.async into per-thread shared-memory slots (v5: the plan fills the shared memory
+//    left under the two-CTAs-per-SM budget), and never waits for another warp in the main loop. Per unit: 8 MMAs per token tile (fp32 accumulate: SPEC §3.4's P), then
 //    acc += P * (xs * ws).
-//  * Start-up: the first DEPTH units are requested before waiting for the previous kernel
+//  * Start-up: the first DEPTH + smem_stages units are requested before waiting for the previous kernel
 //    (programmatic dependent launch: the weight never depends on it), and the next kernel may
 //    launch at once; <= 128 registers per thread and a small shared-memory footprint leave room
 //    for its CTA. Then the CTA's K slice of x is quantized (SPEC §3.1/3.2, bit-exact) or copied.
@@ -55,7 +56,10 @@ enum GemmFlags : int32_t {
   kStreamOnly = 1,     // stream the weight but skip the MMAs
   kSkipPrologue = 2,   // do not read or quantize the activations
   kSkipEpilogue = 4,   // no cross-warp / cross-CTA reduction and no stores
+  // Not diagnostic (the output is correct): no shared-memory staging, registers only (v4).
+  kNoStaging = 8,
 };
+static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
 struct GemmKernelArgs {
@@ -76,12 +80,19 @@ struct GemmKernelArgs {
   int k_split;         // CTAs per cluster (grid.x)
   int warps_k, warps_t;
   int max_tiles_per_cta, max_blocks_per_cta;
+  int smem_stages;  // 0..kMaxStages
   int flags;
 };
 
 __device__ __forceinline__ float decode_scale(const void* base, int64_t index, bool e8m0) {
   if (e8m0) return e8m0_to_float(static_cast<const uint8_t*>(base)[index]);
   return static_cast<const float*>(base)[index];
+}
+
+// A block scale as loaded (fp32 bits, or the e8m0 byte): decoded only when the unit is consumed,
+// so that the load's latency is not exposed at the issue point.
+__device__ __forceinline__ float decode_scale_bits(uint32_t bits, bool e8m0) {
+  return e8m0 ? e8m0_to_float(bits & 0xFFu) : __uint_as_float(bits);
 }
 
 // 8 e4m3 bytes -> 8 f16 (16 bytes), exact.
@@ -180,7 +191,7 @@ __device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int
 
 struct WeightUnit {
   uint4 bytes[kUnitLoads];  // [half * 2 + chunk]: rows g / g+8, K [16q, +16) / [64+16q, +16)
-  float scale;              // the tile's 128x128 block scale for this K block
+  uint32_t scale_bits;      // the tile's 128x128 block scale for this K block (decode_scale_bits)
 };
 
 template <int TOKEN_TILES, bool PREQUANT, int DEPTH>
@@ -200,7 +211,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   const int kb_end = (rank + 1) * a.kblocks / a.k_split;
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
 
-  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.warps_k, a.k_split);
+  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.warps_k, a.k_split,
+                              a.smem_stages);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);
@@ -223,14 +235,48 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
 
   auto unit_tile = [&](int u) { return tile_begin + wt + (u / my_blocks) * a.warps_t; };
   auto unit_block = [&](int u) { return kb_begin + wk + (u % my_blocks) * a.warps_k; };
+  auto scale_index = [&](int u) { return int64_t(unit_tile(u) * kTileRows / 128) * a.kblocks + unit_block(u); };
+  auto unit_base = [&](int u) {
+    return a.w + int64_t(unit_tile(u)) * kTileRows * a.K + int64_t(unit_block(u)) * block_stride;
+  };
   auto issue_unit = [&](int u, WeightUnit& unit) {
-    const int tile = unit_tile(u), kb = unit_block(u);
-    const uint8_t* base = a.w + int64_t(tile) * kTileRows * a.K + int64_t(kb) * block_stride;
+    const uint8_t* base = unit_base(u);
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int c = 0; c < 2; ++c) unit.bytes[h * 2 + c] = load_streaming_16B(base + lane_offset[h][c]);
-    unit.scale = decode_scale(a.w_scale, int64_t(tile * kTileRows / 128) * a.kblocks + kb, a.e8m0);
+    const int64_t si = scale_index(u);
+    unit.scale_bits = a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + si))
+                             : __ldg(static_cast<const uint32_t*>(a.w_scale) + si);
+  };
+
+  // Staging ring: unit u into stage slot `stage` (one cp.async group, committed even when u is
+  // past the end, so that "groups still in flight" counts the same in every iteration).
+  const int stages = a.smem_stages;
+  const uint32_t ring = shared_address(smem + layout.ring_offset);
+  auto stage_unit = [&](int u, int stage) {
+    if (u < units) {
+      const uint8_t* base = unit_base(u);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          copy_async_16B(ring + stage_piece_offset(stage, h * 2 + c, threadIdx.x), base + lane_offset[h][c]);
+      const int64_t si = scale_index(u);
+      // cp.async moves at least 4 aligned bytes: an e8m0 scale travels in its aligned word.
+      const uint8_t* word = a.e8m0 ? static_cast<const uint8_t*>(a.w_scale) + (si & ~int64_t(3))
+                                   : static_cast<const uint8_t*>(a.w_scale) + 4 * si;
+      copy_async_4B(ring + stage_scale_offset(stage, threadIdx.x), word);
+    }
+    copy_async_commit();
+  };
+  auto unstage_unit = [&](int u, int stage, WeightUnit& unit) {
+    const uint8_t* slot = smem + layout.ring_offset;
+#pragma unroll
+    for (int i = 0; i < kUnitLoads; ++i)
+      unit.bytes[i] = *reinterpret_cast<const uint4*>(slot + stage_piece_offset(stage, i, threadIdx.x));
+    const uint32_t word = *reinterpret_cast<const uint32_t*>(slot + stage_scale_offset(stage, threadIdx.x));
+    unit.scale_bits = a.e8m0 ? (word >> (8 * (scale_index(u) & 3))) & 0xFFu : word;
   };
 
   // Announce this CTA to its cluster now; the matching wait comes before the first write into a
@@ -239,10 +285,15 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
 
   // 1. The weight never depends on the previous kernel: start streaming it, and let the next
   //    kernel launch (it still waits for this grid before reading anything this grid writes).
-  WeightUnit ring[DEPTH];
+  //    A window of DEPTH + stages consecutive units is in flight: the first DEPTH in registers,
+  //    the rest in the staging ring; a consumed unit's slot is refilled with the unit one window
+  //    ahead.
+  const int window = DEPTH + stages;
+  WeightUnit regs[DEPTH];
 #pragma unroll
   for (int d = 0; d < DEPTH; ++d)
-    if (d < units) issue_unit(d, ring[d]);
+    if (d < units) issue_unit(d, regs[d]);
+  for (int st = 0; st < stages; ++st) stage_unit(DEPTH + st, st);
   allow_next_grid_launch();
 
   // 2. The activations come from the previous kernel.
@@ -295,7 +346,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) {
       const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-      const float f0 = xs2.x * unit.scale, f1 = xs2.y * unit.scale;
+      const float ws = decode_scale_bits(unit.scale_bits, a.e8m0);
+      const float f0 = xs2.x * ws, f1 = xs2.y * ws;
       acc[t].x += p[t].x * f0;
       acc[t].y += p[t].y * f1;
       acc[t].z += p[t].z * f0;
@@ -316,34 +368,35 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   };
 
-  if (a.flags & kStreamOnly) {
-    uint32_t fold = 0;
-    for (int base = 0; base < units; base += DEPTH) {
+  uint32_t fold = 0;  // diagnostics (kStreamOnly): the bytes must be used, or the loads vanish
+  auto use_unit = [&](int u, const WeightUnit& unit) {
+    if (a.flags & kStreamOnly) {
 #pragma unroll
-      for (int d = 0; d < DEPTH; ++d) {
-        const int u = base + d;
-        if (u < units) {
+      for (int i = 0; i < kUnitLoads; ++i) fold ^= unit.bytes[i].x ^ unit.bytes[i].y ^ unit.bytes[i].z ^ unit.bytes[i].w;
+      acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
+    } else {
+      consume_unit(u, unit);
+    }
+    if ((u % my_blocks) == my_blocks - 1) park_tile(u);
+  };
+  for (int base = 0; base < units; base += window) {
 #pragma unroll
-          for (int i = 0; i < kUnitLoads; ++i)
-            fold ^= ring[d].bytes[i].x ^ ring[d].bytes[i].y ^ ring[d].bytes[i].z ^ ring[d].bytes[i].w;
-          if (u + DEPTH < units) issue_unit(u + DEPTH, ring[d]);
-          if ((u % my_blocks) == my_blocks - 1) {
-            acc[0].x = __uint_as_float(fold & 0x007FFFFFu);
-            park_tile(u);
-          }
-        }
+    for (int d = 0; d < DEPTH; ++d) {
+      const int u = base + d;
+      if (u < units) {
+        use_unit(u, regs[d]);
+        if (u + window < units) issue_unit(u + window, regs[d]);
       }
     }
-  } else {
-    for (int base = 0; base < units; base += DEPTH) {
-#pragma unroll
-      for (int d = 0; d < DEPTH; ++d) {
-        const int u = base + d;
-        if (u < units) {
-          consume_unit(u, ring[d]);
-          if (u + DEPTH < units) issue_unit(u + DEPTH, ring[d]);
-          if ((u % my_blocks) == my_blocks - 1) park_tile(u);
-        }
+    for (int st = 0; st < stages; ++st) {
+      const int u = base + DEPTH + st;
+      if (u < units) {
+        // The ring's groups in flight are this unit's and the stages - 1 after it.
+        copy_async_wait(stages - 1);
+        WeightUnit unit;
+        unstage_unit(u, st, unit);
+        use_unit(u, unit);  // uses the slot's bytes before the refill below overwrites them
+        stage_unit(u + window, st);
       }
     }
   }

@@ -47,18 +47,36 @@ SGL_FP8_HD int act_f16_offset(int lb, int token, int token_pad, int P) {
   return (lb * token_pad + token) * 256 + slot * 16 + ((2 * P) & 15);
 }
 
+// ---- weight staging ring (shared memory) ------------------------------------------------------
+// Beyond the units a warp holds in registers, each thread may keep `stages` more units in flight
+// through cp.async into a private shared-memory slot: per stage, the 4 x 16 weight bytes of
+// every thread (piece i of thread t at (i * 256 + t) * 16: a warp's 16-byte pieces are contiguous,
+// so its reads are conflict-free) and the 4-byte word holding the unit's block scale.
+constexpr int kStageThreads = 256;  // threads per CTA (kGemmThreads)
+constexpr int kStageWeightBytes = 4 * 16 * kStageThreads;
+constexpr int kStageBytes = kStageWeightBytes + 4 * kStageThreads;
+constexpr int kMaxStages = 4;
+
+SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
+  return stage * kStageBytes + (piece * kStageThreads + thread) * 16;
+}
+SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStageBytes + kStageWeightBytes + 4 * thread; }
+
 // ---- shared memory of one CTA ----------------------------------------------------------------
 // [activations f16 [block][token][128]][activation scales fp32 [block][token]]
 // [warp partials fp32 [tile][warp_k][16][token]][inbox fp32 [owned tile][cluster rank][16][token]]
+// [weight staging ring, `stages` x kStageBytes]
 struct GemmSmemLayout {
-  int64_t xs_offset, red_offset, inbox_offset, total;
-  SGL_FP8_HD GemmSmemLayout(int max_blocks, int token_tiles, int max_tiles, int warps_k, int k_split) {
+  int64_t xs_offset, red_offset, inbox_offset, ring_offset, total;
+  SGL_FP8_HD GemmSmemLayout(int max_blocks, int token_tiles, int max_tiles, int warps_k, int k_split,
+                            int stages = 0) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     xs_offset = int64_t(max_blocks) * token_pad * 256;
     red_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
     inbox_offset = red_offset + int64_t(max_tiles) * warps_k * kTileRows * token_pad * 4;
-    total = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
+    ring_offset = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
+    total = ring_offset + int64_t(stages) * kStageBytes;
   }
 };
 

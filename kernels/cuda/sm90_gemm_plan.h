@@ -28,6 +28,7 @@ struct GemmPlan {
   int token_tiles = 1;  // 8-token MMA tiles per launch chunk (1..4)
   int chunks = 1;       // 32-token chunks (grid.z): M > 32 re-streams the weight per chunk
   int max_tiles_per_cta = 1, max_blocks_per_cta = 1;
+  int smem_stages = 0;  // weight units per thread staged in shared memory (cp.async), beyond registers
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -49,7 +50,8 @@ constexpr double kRoundTripCost = 40 * 1024;
 constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1024, 64 * 1024,
                                                       64 * 1024, 64 * 1024, 64 * 1024};
 constexpr double kNoOverlapCost = 24 * 1024;
-constexpr int64_t kSmemBudget = 110 * 1024;  // two CTAs per SM (228 KB, 1 KB reserved each)
+constexpr int64_t kSmemBudget = 110 * 1024;
+constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
 inline int token_tiles_for(int64_t M) { return M >= 32 ? 4 : int(ceil_div(M < 1 ? 1 : M, 8)); }
 
@@ -102,6 +104,21 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
         best.cost = cost;
       }
     }
+  }
+  // Weight staging stages in the shared memory left under the two-CTAs-per-SM budget: more
+  // bytes in flight per SM, and more of the next launch's weight requested before it waits for
+  // this one. Measured on the H200 (docs/sm90.md, v5): one stage is 2-3 % faster than none at
+  // M = 1 and 8, two or three stages are slower, so one is the default; config.smem_stages
+  // (up to kMaxStages) overrides it, flag 8 (kNoStaging) turns staging off.
+  if (best.cost >= 0 && !(config.flags & 8)) {
+    const int64_t base = best.smem_bytes;
+    int stages = base <= kSmemBudget ? int((kSmemBudget - base) / kStageBytes) : 0;
+    const int cap = config.smem_stages > 0 ? (config.smem_stages < kMaxStages ? config.smem_stages : kMaxStages)
+                                           : kDefaultStages;
+    if (stages > cap) stages = cap;
+    while (stages > 0 && base + int64_t(stages) * kStageBytes > max_smem) --stages;
+    best.smem_stages = stages;
+    best.smem_bytes = base + int64_t(stages) * kStageBytes;
   }
   best.token_tiles = token_tiles;
   best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));

@@ -169,6 +169,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.warps_t = plan.warps_t;
   a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
+  a.smem_stages = plan.smem_stages;
   a.flags = p.config.flags;
 
   cudaLaunchConfig_t config = {};

@@ -22,6 +22,29 @@ __device__ __forceinline__ uint4 load_shared_readonly_16B(const void* p) {
   return v;
 }
 
+// Asynchronous global -> shared copies (cp.async): the weight staging ring. 16 bytes through L2
+// only (.cg); the 4-byte form (.ca) carries a block scale. Each thread reads back only what it
+// copied itself, after its own wait_group, so no barrier is needed.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void copy_async_16B(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_4B(uint32_t dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Wait until at most `pending` (0..3) of this thread's committed groups are still in flight.
+__device__ __forceinline__ void copy_async_wait(int pending) {
+  switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+  }
+}
+
 // Two fp32 -> packed e4m3 with round-to-nearest-even; .satfinite saturates finite overflow and
 // +-Inf to +-448 and keeps NaN NaN: exactly SPEC's e4m3fn_rne(clamp(v, -448, 448)).
 // `lo` lands in the low byte.

@@ -128,9 +128,10 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   GemmConfig c;
   if (!config.has_value()) return c;
   const at::IntArrayRef v = *config;
-  TORCH_CHECK(v.size() <= 5,
-              "sgl_fp8: a GEMM config has at most 5 entries (k_split, warps, tiles_per_block, blocks_per_sm, flags)");
-  int32_t* fields[5] = {&c.k_split, &c.warps, &c.tiles_per_block, &c.blocks_per_sm, &c.flags};
+  TORCH_CHECK(v.size() <= 6,
+              "sgl_fp8: a GEMM config has at most 6 entries (k_split, warps, tiles_per_block, blocks_per_sm, flags, "
+              "smem_stages)");
+  int32_t* fields[6] = {&c.k_split, &c.warps, &c.tiles_per_block, &c.blocks_per_sm, &c.flags, &c.smem_stages};
   for (size_t i = 0; i < v.size(); ++i) {
     TORCH_CHECK(v[i] >= 0 && v[i] < (1 << 20), "sgl_fp8: GEMM config entries must be small non-negative integers");
     *fields[i] = int32_t(v[i]);
