@@ -1,4 +1,4 @@
-"""Command line: ``python -m sglang_fp8ext {bench,check}``."""
+"""Command line: ``python -m sglang_fp8ext {bench,tune,check}``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,40 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--diagnose", action="store_true",
                        help="GPU (sm_90): also time diagnostic variants of the fused kernel (stages skipped, "
                        "forced k_split, PDL off; their outputs are garbage) to locate where its time goes")
+
+    tune = sub.add_parser(
+        "tune",
+        help="measure the dispatch table of the GPU present (which path and kernel instance per shape and M)",
+        description="For each shape, scale format (fp32, e8m0) and M, checks every candidate path and fused-kernel "
+        "instance against the unfused path (SPEC §3.4 tolerance), times the ones that pass like bench does "
+        "(CUDA-graph replay, rotated cold weight copies, median of the replays) and writes the fastest as the "
+        "device's table, read by fp8_block_linear (docs/dispatch.md). Needs a GPU.",
+    )
+    tune.add_argument("--shapes", help="comma-separated NxK list (default: the SPEC §6 shapes "
+                      + ", ".join(f"{n}x{k}" for n, k in _spec_shapes()) + ")")
+    tune.add_argument("--ms", help="comma-separated token counts, the table's M buckets (default: 1,2,4,8,16,32)")
+    tune.add_argument("--out", help="directory for the table (default: the package's configs/ directory)")
+    tune.add_argument("--copies", type=int, default=24,
+                      help="rotated weight copies, at least 24 (default 24; raised to twice the L2 for small weights)")
+    tune.add_argument("--replays", type=int, default=25, help="graph replays per figure, at least 20 (default 25)")
+    tune.add_argument("--margin", type=float, default=0.03,
+                      help="a candidate replaces the heuristic's choice only if faster by more than this fraction "
+                      "(default 0.03)")
+
+    sub.add_parser(
+        "check",
+        help="print the build, the switches, the path each SPEC shape takes, and self-test every op",
+        description="Prints the backend built, torch, the device, the switches and dispatch table in effect and "
+        "the path fp8_block_linear takes for each SPEC §6 shape at M = 1..32, then checks every op on the devices "
+        "present against sglang_fp8ext.reference (PASS/FAIL per op; exit code 1 on any failure).",
+    )
     return parser
+
+
+def _spec_shapes():
+    from .dispatch import SPEC_SHAPES
+
+    return SPEC_SHAPES
 
 
 def main(argv=None) -> int:
@@ -36,6 +69,14 @@ def main(argv=None) -> int:
         from . import bench
 
         return bench.main(args)
+    if args.command == "tune":
+        from . import tune
+
+        return tune.main(args)
+    if args.command == "check":
+        from . import check
+
+        return check.main(args)
     raise AssertionError(args.command)
 
 

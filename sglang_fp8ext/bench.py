@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from . import ops
+from .dispatch import scaled_mm_linear
 
 QWEN_TP4_SHAPES = [(5120, 4096), (4608, 4096), (4096, 2048)]
 DEFAULT_MS = [1, 4, 8, 16, 32]
@@ -34,9 +35,14 @@ SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
-# ([k_split, warps, tiles_per_block, blocks_per_sm, flags]; flags: 1 = skip the MMAs,
+# ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]; the default plan has one
+# shared-memory staging stage; flags: 8 = none (v4's registers-only prefetch; correct output),
+# 1 = skip the MMAs,
 # 2 = skip the activation prologue, 4 = skip the epilogue; outputs are garbage)
 DIAGNOSTIC_CONFIGS = {
+    "no_staging": [0, 0, 0, 0, 8],
+    "stages_2": [0, 0, 0, 0, 0, 2],
+    "stages_3": [0, 0, 0, 0, 0, 3],
     "stream_only": [0, 0, 0, 0, 1],
     "stream_no_prologue": [0, 0, 0, 0, 3],
     "stream_no_epilogue": [0, 0, 0, 0, 5],
@@ -143,17 +149,6 @@ class Row:
     diagnostics: Dict[str, Optional[float]] = field(default_factory=dict)
 
 
-def _scaled_mm_call(x, w, w_scale_f32, out_dtype):
-    """Our quant + torch._scaled_mm with cuBLASLt 1x128 x 128x128 blockwise scaling (sm_90,
-    CUDA >= 12.9). cuBLASLt wants M a multiple of 4: the activations are padded."""
-    m = x.shape[0]
-    m_pad = max(4, (m + 3) // 4 * 4)
-    x_pad = x if m_pad == m else torch.cat([x, x.new_zeros(m_pad - m, x.shape[1])])
-    q, s = ops.per1x128_quant(x_pad, ue8m0=False, transpose_scale=True)
-    out = torch._scaled_mm(q, w.t(), scale_a=s, scale_b=w_scale_f32.t(), out_dtype=out_dtype)
-    return out[:m]
-
-
 def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: str) -> dict:
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(0)
@@ -179,9 +174,10 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
                     replays,
                 )
                 try:
-                    _scaled_mm_call(x, weights[0][0], weights[0][2], torch.bfloat16)
+                    # the e8m0 rows give cuBLASLt the same scales as fp32 (it has no e8m0 block scales)
+                    scaled_mm_linear(x, weights[0][0], weights[0][2])
                     row.peers[SCALED_MM_PEER] = time_in_graph(
-                        [lambda w=w, f=f: _scaled_mm_call(x, w, f, torch.bfloat16) for w, _, f in weights], replays
+                        [lambda w=w, f=f: scaled_mm_linear(x, w, f) for w, _, f in weights], replays
                     )
                 except (RuntimeError, TypeError, ValueError) as e:
                     progress(f"  {SCALED_MM_PEER} unavailable: {str(e).splitlines()[0][:160]}")

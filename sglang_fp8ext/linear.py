@@ -1,13 +1,10 @@
-"""fp8_block_linear: the entry point an FP8 linear layer calls, and its dispatch policy.
+"""fp8_block_linear: the entry point an FP8 linear layer calls.
 
-Paths (SPEC §5):
-  fused     one launch: ``smallm_gemm`` (quant in registers + GEMM)
-  aiter     ROCm only, when AITER is installed: ``per1x128_quant`` (column-major scales) then
-            AITER's ``gemm_a8w8_blockscale_bpreshuffle`` (AITER-shuffled weight, fp32 scales)
-  unfused   ``per1x128_quant`` then ``scaled_gemm`` (two launches; correct for every M)
-The policy picks the fused path where it applies and is fast, and the unfused one elsewhere;
-``SGL_FP8_SMALLM=0`` forces the unfused path. Which path ran is logged once per (device, N, K,
-path) at DEBUG level on the ``sglang_fp8ext`` logger.
+Which path runs (fused kernel, cuBLASLt ``scaled_mm``, AITER, or quant + ``scaled_gemm``) and
+which instance of the fused kernel is decided in ``dispatch.py``: the device's table measured by
+``python -m sglang_fp8ext tune``, else a heuristic (docs/dispatch.md). ``SGL_FP8_SMALLM=0`` turns
+the fused kernel off. Which path ran is logged once per (device, N, K, M bucket, path, config) at
+DEBUG level on the ``sglang_fp8ext`` logger, saying whether the table or the heuristic chose it.
 """
 
 from __future__ import annotations
@@ -17,13 +14,12 @@ from typing import Optional
 
 import torch
 
-from . import ops, switches
+from . import dispatch, ops, switches
+from .dispatch import Choice, DeviceInfo
 
 logger = logging.getLogger("sglang_fp8ext")
 
-# Above this many tokens the fused kernel re-streams the weight once per 32-token chunk, and a
-# GEMM that tiles M (the unfused path) wins on GPUs. On the CPU both paths run the same code.
-FUSED_MAX_M = 32
+FUSED_MAX_M = dispatch.FUSED_MAX_M
 
 _logged_paths: set = set()
 _aiter_module = None
@@ -47,23 +43,60 @@ def aiter_module():
     return _aiter_module
 
 
+def device_info(device: torch.device) -> DeviceInfo:
+    kind, name, capability, has_scaled_mm = dispatch.device_facts(device.type, device.index)
+    # AITER is looked for on ROCm only (importing it elsewhere is pointless and slow)
+    has_aiter = kind == "rocm" and aiter_module() is not None
+    return DeviceInfo(kind, name, capability, has_scaled_mm, has_aiter)
+
+
+def choose(device: torch.device, m, n: int, k: int, *, e8m0: bool = False, shuffled: bool = False) -> Choice:
+    """Path (+ fused config, + whether the table or the heuristic chose it) for bf16/fp16 input
+    of ``m`` tokens on ``device``; the switches and the table are read at call time."""
+    dev = device_info(device)
+    _, _, groups = dispatch.table_for(dispatch.config_dir(), dev.name)
+    return dispatch.select(dev, m, n, k, e8m0=e8m0, shuffled=shuffled, groups=groups,
+                           fused_enabled=switches.fused_smallm_enabled())
+
+
 def select_path(device: torch.device, m, n: int, k: int, *, e8m0: bool = False, shuffled: bool = False) -> str:
     """The path fp8_block_linear takes for bf16/fp16 input of ``m`` tokens on ``device``."""
-    fused = switches.fused_smallm_enabled() and (device.type == "cpu" or m <= FUSED_MAX_M)
-    if fused:
-        return "fused"
-    if device.type != "cpu" and shuffled and not e8m0 and aiter_module() is not None:
-        return "aiter"
-    return "unfused"
+    return choose(device, m, n, k, e8m0=e8m0, shuffled=shuffled).path
 
 
-def _log_path_once(device: torch.device, n: int, k: int, path: str) -> None:
+def run_path(path: str, config, x2: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,
+             w_shuffled: bool, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """Run one path on 2-D ``x2`` (also used by ``tune`` and ``check`` to time and test each path)."""
+    if path == "fused":
+        if config is None:
+            return ops.smallm_gemm(x2, weight, weight_scale, w_shuffled, bias)
+        return torch.ops.sgl_fp8._smallm_gemm_configured(x2, weight, weight_scale, w_shuffled, bias, list(config))
+    if path == "scaled_mm":
+        return dispatch.scaled_mm_linear(x2, weight, weight_scale, bias)
+    if path == "aiter":
+        # AITER's bpreshuffle GEMM reads the activation scales column-major: strides (1, M).
+        q, scale = ops.per1x128_quant(x2, ue8m0=False, transpose_scale=True)
+        out = aiter_module().gemm_a8w8_blockscale_bpreshuffle(q, weight, scale, weight_scale, x2.dtype)
+        return out if bias is None else out + bias
+    if path == "unfused":
+        q, scale = ops.per1x128_quant(x2, ue8m0=weight_scale.dtype == torch.float8_e8m0fnu)
+        return ops.scaled_gemm(q, scale, weight, weight_scale, w_shuffled, x2.dtype, bias)
+    raise ValueError(f"fp8_block_linear: unknown path {path!r}")
+
+
+def _log_path_once(device: torch.device, n: int, k: int, path: str, config=None, source: str = "caller",
+                   bucket: str = "any M") -> None:
+    # Not under torch.compile: the choice is made once at trace time and baked into the graph
+    # (its sizes may be symbolic there, and logging calls would break the graph); the graph
+    # shows the op it holds (TORCH_LOGS=graph_code), and `python -m sglang_fp8ext check` the policy.
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG):
         return
-    key = (str(device), n, k, path)
+    key = (str(device), n, k, bucket, path, config)
     if key not in _logged_paths:
         _logged_paths.add(key)
-        logger.debug("sglang_fp8ext: fp8_block_linear N=%d K=%d on %s takes the %s path", n, k, device, path)
+        instance = "" if config is None else f" (kernel instance {list(config)})"
+        logger.debug("sglang_fp8ext: fp8_block_linear N=%d K=%d %s on %s takes the %s path%s, chosen by the %s",
+                     n, k, bucket, device, path, instance, source)
 
 
 def fp8_block_linear(
@@ -96,23 +129,13 @@ def fp8_block_linear(
             out_dtype = bias.dtype if bias is not None else torch.bfloat16
         xs = input_scale.reshape(-1, input_scale.shape[-1])
         out = ops.scaled_gemm(x2, xs, weight, weight_scale, w_shuffled, out_dtype, bias)
-        _log_path_once(x.device, N, K, "prequantized")
+        _log_path_once(x.device, N, K, "prequantized", source="caller (input_scale given)")
         return out.reshape(*lead, N)
 
     if out_dtype is not None and out_dtype != x.dtype:
         raise ValueError(f"fp8_block_linear: out_dtype {out_dtype} must equal x's dtype {x.dtype} for bf16/fp16 input")
     e8m0 = weight_scale.dtype == torch.float8_e8m0fnu
-    path = select_path(x.device, x2.shape[0], N, K, e8m0=e8m0, shuffled=w_shuffled)
-    if path == "fused":
-        out = ops.smallm_gemm(x2, weight, weight_scale, w_shuffled, bias)
-    elif path == "aiter":
-        # AITER's bpreshuffle GEMM reads the activation scales column-major: strides (1, M).
-        q, scale = ops.per1x128_quant(x2, ue8m0=False, transpose_scale=True)
-        out = aiter_module().gemm_a8w8_blockscale_bpreshuffle(q, weight, scale, weight_scale, x.dtype)
-        if bias is not None:
-            out = out + bias
-    else:
-        q, scale = ops.per1x128_quant(x2, ue8m0=e8m0)
-        out = ops.scaled_gemm(q, scale, weight, weight_scale, w_shuffled, x.dtype, bias)
-    _log_path_once(x.device, N, K, path)
+    choice = choose(x.device, x2.shape[0], N, K, e8m0=e8m0, shuffled=w_shuffled)
+    out = run_path(choice.path, choice.config, x2, weight, weight_scale, w_shuffled, bias)
+    _log_path_once(x.device, N, K, choice.path, choice.config, choice.source, choice.bucket)
     return out.reshape(*lead, N)

@@ -1,0 +1,243 @@
+"""The command line: ``python -m sglang_fp8ext {bench,tune,check}`` (--help of each), ``check`` on
+the CPU (exit 0 with PASS lines and the path table; exit 1 when an op or the table is broken),
+``tune`` refusing without a GPU, and tune's pure helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import sglang_fp8ext as fx
+from sglang_fp8ext import check, dispatch, tune
+from sglang_fp8ext.dispatch import DeviceInfo
+
+OPS = ["per1x128_quant fp32", "per1x128_quant ue8m0", "per1x128_quant fp32 transpose_scale",
+       "per1x128_quant ue8m0 transpose_scale", "smallm_gemm fp32 plain", "smallm_gemm fp32 shuffled",
+       "smallm_gemm e8m0 plain", "smallm_gemm e8m0 shuffled", "scaled_gemm fp32", "scaled_gemm e8m0",
+       "rmsnorm_quant", "add_rmsnorm_quant", "fp8_block_linear"]
+
+
+def run_cli(*args, env_extra=None, timeout=300):
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fx.__file__)))
+    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS", "SGLANG_DSV4_DENSE_MXSCALE",
+                 "SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "SGL_FP8_CONFIG_DIR"):
+        env.pop(name, None)
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "sglang_fp8ext", *args], cwd=pkg_parent, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("sub", [[], ["bench"], ["tune"], ["check"]])
+def test_help(sub):
+    r = run_cli(*sub, "--help")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: python -m sglang_fp8ext"), r.stdout[:200]
+    if sub == ["tune"]:
+        assert "--shapes" in r.stdout and "--ms" in r.stdout and "--out" in r.stdout
+    if not sub:
+        for name in ("bench", "tune", "check"):
+            assert name in r.stdout
+
+
+def _cpu_only_env(tmp_path):
+    # check self-tests the GPU too where one exists; these assertions are about the CPU run
+    return {"SGL_FP8_CONFIG_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_check_on_cpu_passes_and_prints_the_path_table(tmp_path):
+    r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert f"built backend {fx.BUILT_BACKEND!r}" in out and f"torch {torch.__version__}" in out
+    assert "FAIL" not in out
+    for op in OPS:
+        assert f"PASS  {op} [cpu]" in out, op
+    for name in check.SWITCHES:
+        assert name in out
+    assert "heuristic decides" in out and str(tmp_path) in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[:1] != ["N"]]
+    for n, k in dispatch.SPEC_SHAPES:
+        for scale in ("fp32", "e8m0"):
+            row = next((x for x in rows if x[:3] == [str(n), str(k), scale]), None)
+            assert row is not None, (n, k, scale)
+            # CPU heuristic: fused at every M, marked H
+            assert row[3:] == ["fused", "H"] * 6, row
+
+
+def test_check_shows_the_table_in_use(tmp_path):
+    table = {"device": "cpu", "torch": "t", "git": "g", "entries": [
+        {"N": 4096, "K": 2048, "scale": "fp32", "M": 4, "path": "fused", "config": [2, 0, 0, 1, 0], "us": 1.0},
+        {"N": 4096, "K": 2048, "scale": "fp32", "M": 16, "path": "unfused", "config": None, "us": 1.0}]}
+    (tmp_path / "cpu.json").write_text(json.dumps(table))
+    r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert str(tmp_path / "cpu.json") in r.stdout
+    row = next(line.split() for line in r.stdout.splitlines() if line.split()[:3] == ["4096", "2048", "fp32"])
+    assert row[3:] == ["fused[2,0,0,1,0]", "T"] * 3 + ["unfused", "T"] * 2 + ["fused", "H"], row
+
+
+def test_check_fails_on_a_malformed_table(tmp_path):
+    (tmp_path / "cpu.json").write_text('{"device": "cpu", "entries": [{"N": 4096}]}')
+    r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
+    assert r.returncode == 1
+    assert "FAIL  table" in r.stdout and "missing" in r.stdout
+
+
+def test_check_fails_when_an_op_is_wrong(monkeypatch, tmp_path, capsys):
+    """In process, with smallm_gemm made slightly wrong (one output element off by 5 %)."""
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(check, "gpu_usable", lambda: False)
+    real = fx.smallm_gemm
+
+    def wrong(x, w, w_scale, w_shuffled=False, bias=None):
+        out = real(x, w, w_scale, w_shuffled, bias).clone()
+        out[0] *= 1.05
+        return out
+
+    monkeypatch.setattr(fx, "smallm_gemm", wrong)
+    assert check.main() == 1
+    out = capsys.readouterr().out
+    assert "FAIL  smallm_gemm fp32 plain [cpu]: M=1" in out and "relative error" in out
+    assert "PASS  per1x128_quant fp32 [cpu]" in out  # the others still run and pass
+
+
+def test_check_catches_a_wrong_quant_bit(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(check, "gpu_usable", lambda: False)
+    real = fx.per1x128_quant
+
+    def one_code_off(x, ue8m0=False, transpose_scale=False):
+        q, s = real(x, ue8m0, transpose_scale)
+        q = q.clone()
+        q.view(torch.uint8).view(-1)[7] ^= 1
+        return q, s
+
+    monkeypatch.setattr(fx, "per1x128_quant", one_code_off)
+    assert check.main() == 1
+    out = capsys.readouterr().out
+    assert "FAIL  per1x128_quant fp32 [cpu]: " in out and "1 fp8 codes differ" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: tune would run instead of refusing")
+def test_tune_refuses_without_a_gpu(tmp_path):
+    r = run_cli("tune", "--shapes", "4096x2048", "--out", str(tmp_path))
+    assert r.returncode == 2
+    assert "no GPU here" in r.stderr and "Nothing was written" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tune_refusal_reasons(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "no GPU here" in tune.refusal()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(fx, "BUILT_BACKEND", "cpu")
+    assert "built for 'cpu'" in tune.refusal()
+    monkeypatch.setattr(fx, "BUILT_BACKEND", "cuda")
+    assert tune.refusal() is None
+
+
+def test_tune_candidates():
+    h200 = DeviceInfo("cuda", "NVIDIA H200", (9, 0), has_scaled_mm=True)
+    names = [c.name for c in tune.candidates(h200, 4096, 2048, e8m0=False)]
+    assert len(names) == len(set(names))
+    assert names[0] == "fused" and names[-1] == "unfused" and "scaled_mm" in names
+    configs = {c.config for c in tune.candidates(h200, 4096, 2048, e8m0=False) if c.config}
+    # k_split in {plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2}, minus (plan, plan), flags 0;
+    # plus the plan without its shared-memory staging stage (flag 8) and with two stages
+    expected = {(k, 0, 0, b, 0) for k in (0, 1, 2, 4, 8) for b in (0, 2)} - {(0, 0, 0, 0, 0)}
+    assert configs == expected | {(0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2)}
+    # K = 512 has 4 blocks: no k_split of 8; e8m0 and N = 2112: no cuBLASLt
+    small = {c.config[0] for c in tune.candidates(h200, 4096, 512, e8m0=False) if c.config and c.config[0]}
+    assert small == {1, 2, 4}
+    assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 4096, 2048, e8m0=True)]
+    assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 2112, 7168, e8m0=False)]
+
+
+def test_tune_pick_winner_margin():
+    assert tune.pick_winner({"fused": 10.0, "fused[2,0,0,0,0]": 9.8, "unfused": 14.0}, "fused", 0.03) == "fused"
+    assert tune.pick_winner({"fused": 10.0, "fused[2,0,0,0,0]": 9.0, "unfused": 14.0}, "fused", 0.03) == "fused[2,0,0,0,0]"
+    assert tune.pick_winner({"fused": 10.0, "scaled_mm": 9.0}, "scaled_mm", 0.03) == "scaled_mm"
+    assert tune.pick_winner({"fused[1,0,0,0,0]": 12.0, "unfused": 11.0}, "fused", 0.03) == "unfused"  # default rejected
+
+
+def test_tune_check_rows():
+    ref = torch.randn(3, 64, dtype=torch.float64) + 5
+    assert tune.check_rows(ref.bfloat16(), ref, "ref") is None
+    off = ref.clone()
+    off[1] *= 1.01
+    assert "row 1" in tune.check_rows(off, ref, "ref")
+    nan = ref.clone()
+    nan[2, 3] = float("nan")
+    assert "row 2" in tune.check_rows(nan, ref, "ref")
+
+
+def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
+    """tune() end to end on the CPU (the graph timer replaced: it runs every call once and returns
+    a made-up time per candidate): every candidate is checked before it may win, a wrong one is
+    rejected even when it would be the fastest, and the written table loads and drives
+    fp8_block_linear."""
+    from sglang_fp8ext import linear
+
+    fake_us = {"fused": 10.0, "fused[2,0,0,0,0]": 5.0, "fused[1,0,0,0,0]": 1.0, "unfused": 20.0}
+    timed = []
+
+    def stand_in_timer(calls, replays):
+        for call in calls:
+            call()
+        name = current["name"]
+        timed.append(name)
+        return fake_us.get(name, 15.0)
+
+    current = {}
+    real_run_path = linear.run_path
+
+    def run_path(path, config, x2, *rest):
+        current["name"] = path + ("" if config is None else json.dumps(list(config)).replace(" ", ""))
+        out = real_run_path(path, config, x2, *rest)
+        if config == (1, 0, 0, 0, 0):  # this instance is "broken": one row 1 % off
+            out = out.clone()
+            out[-1] *= 1.01
+        return out
+
+    monkeypatch.setattr(tune, "time_in_graph", stand_in_timer)
+    monkeypatch.setattr(linear, "run_path", run_path)
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
+    dispatch.clear_table_cache()
+    result = tune.tune([(272, 512)], [1, 3], copies=2, replays=1, margin=0.03, device=torch.device("cpu"))
+    assert result["device"] == "cpu" and not result["failures"]
+    assert [(e["scale"], e["M"]) for e in result["entries"]] == [("fp32", 1), ("fp32", 3), ("e8m0", 1), ("e8m0", 3)]
+    for e in result["entries"]:
+        assert (e["path"], e["config"], e["us"]) == ("fused", [2, 0, 0, 0, 0], 5.0), e
+        assert e["rejected"]["fused[1,0,0,0,0]"].startswith("wrong result: row")
+        assert "fused[1,0,0,0,0]" not in e["candidates"] and "unfused" in e["candidates"]
+        assert e["heuristic"] == {"path": "fused", "us": 10.0}
+    assert "fused[1,0,0,0,0]" not in timed
+    path = tune.write_table(result, str(tmp_path))
+    assert path == str(tmp_path / "cpu.json")
+    monkeypatch.setattr(linear, "run_path", real_run_path)
+    assert linear.choose(torch.device("cpu"), 2, 272, 512) == ("fused", (2, 0, 0, 0, 0), "table", "2<=M<=3")
+    assert linear.choose(torch.device("cpu"), 4, 272, 512).source == "heuristic"
+
+
+def test_tune_merges_the_previous_table_for_other_shapes(tmp_path):
+    def entry(n, m, path):
+        return {"N": n, "K": 1024, "scale": "fp32", "M": m, "path": path, "config": None, "us": 1.0}
+
+    path = tmp_path / "nvidia_h200.json"
+    path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "old", "git": "abc",
+                                "entries": [entry(8192, 1, "fused"), entry(4096, 1, "unfused")]}))
+    result = {"device": "NVIDIA H200", "torch": "new", "git": "def", "entries": [entry(4096, 1, "fused")]}
+    assert tune.merge_existing(result, str(path), [(4096, 1024)]) == 1
+    assert [(e["N"], e["path"], e.get("git")) for e in result["entries"]] == [(8192, "fused", "abc"), (4096, "fused", None)]
+    other = {"device": "NVIDIA H100", "entries": [entry(4096, 1, "fused")]}
+    assert tune.merge_existing(other, str(path), [(4096, 1024)]) == 0 and len(other["entries"]) == 1
+    path.write_text("{")
+    assert tune.merge_existing(result, str(path), [(4096, 1024)]) == 0

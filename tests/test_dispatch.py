@@ -1,0 +1,464 @@
+"""fp8_block_linear's dispatch (sglang_fp8ext/dispatch.py, docs/dispatch.md): table lookup, the
+heuristic per device type (through the pure ``dispatch.select`` with hand-built devices, so every
+device type is covered without its GPU), the switches, cuBLASLt eligibility, the debug log,
+torch.compile of the table path, and on an sm_90 GPU the numerics of the cuBLASLt path.
+
+Expected paths come from the rules of the brief/docs (written out below), never from the code
+under test. Every test writes its own tables into tmp_path (SGL_FP8_CONFIG_DIR)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import sglang_fp8ext as fx
+from sglang_fp8ext import dispatch, linear
+from sglang_fp8ext.dispatch import DeviceInfo
+from conftest import assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
+from test_gemm import smallm_ref
+
+H200 = DeviceInfo("cuda", "NVIDIA H200", (9, 0), has_scaled_mm=True)
+B200 = DeviceInfo("cuda", "NVIDIA B200", (10, 0), has_scaled_mm=True)
+L40 = DeviceInfo("cuda", "NVIDIA L40S", (8, 9), has_scaled_mm=True)
+MI355 = DeviceInfo("rocm", "AMD Instinct MI355X", None, has_scaled_mm=True, has_aiter=True)
+MI355_NO_AITER = MI355._replace(has_aiter=False)
+CPU = DeviceInfo("cpu", "cpu")
+CPU_DEV = torch.device("cpu")
+N, K = 272, 512  # small enough for the CPU; N not a multiple of 128
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch, tmp_path):
+    for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
+    dispatch.clear_table_cache()
+    linear._logged_paths.clear()
+    yield
+    dispatch.clear_table_cache()
+
+
+def entry(n, k, m, path, config=None, scale="fp32", us=1.0):
+    return {"N": n, "K": k, "scale": scale, "M": m, "path": path, "config": config, "us": us, "candidates": {path: us}}
+
+
+def write_table(directory, device, entries, name=None):
+    path = directory / (name or dispatch.table_filename(device))
+    path.write_text(json.dumps({"device": device, "torch": torch.__version__, "git": "test", "entries": entries}))
+    return path
+
+
+def select(dev, m, n=5120, k=4096, **kw):
+    return dispatch.select(dev, m, n, k, **kw)
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records the name of every op dispatched (custom sgl_fp8 ops included) and their int-list args."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((str(func.overloadpacket), [a for a in args if isinstance(a, list)]))
+        return func(*args, **(kwargs or {}))
+
+    def names(self):
+        return [c[0] for c in self.calls]
+
+
+def bits(t):
+    return dense(t).view(torch.int16)
+
+
+# ---- heuristic, per device type --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+def test_heuristic_cpu_fused_at_any_m(fmt):
+    for m in (0, 1, 8, 9, 32, 33, 1000):
+        c = select(CPU, m, e8m0=fmt == "e8m0")
+        assert (c.path, c.config, c.source) == ("fused", None, "heuristic"), (m, c)
+        assert select(CPU, m, e8m0=fmt == "e8m0", fused_enabled=False).path == "unfused"
+
+
+def test_heuristic_cuda_sm90():
+    # no table: fused up to one 32-token chunk, unfused above, never cuBLASLt blind
+    for n, k in ((4096, 4096), (2112, 7168)):
+        for m in (1, 2, 8, 9, 16, 32):
+            assert select(H200, m, n=n, k=k).path == "fused", (n, k, m)
+        for m in (33, 64, 500):
+            assert select(H200, m, n=n, k=k).path == "unfused", (n, k, m)
+    # a table that verified cuBLASLt for the shape (any scaled_mm entry): cuBLASLt above the table
+    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [
+        entry(4096, 4096, 8, "fused"), entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
+    assert select(H200, 16, n=4096, k=4096, groups=groups) == ("scaled_mm", None, "table", "9<=M<=32")
+    assert select(H200, 500, n=4096, k=4096, groups=groups) == ("scaled_mm", None, "heuristic", "M>32")
+    # ... but not for another shape, an ineligible call (shuffled, e8m0), or a table without it
+    assert select(H200, 500, n=4096, k=2048, groups=groups).path == "unfused"
+    assert select(H200, 500, n=4096, k=4096, groups=groups, shuffled=True).path == "unfused"
+    fused_only = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 32, "fused")]}, "t")[1]
+    assert select(H200, 500, n=4096, k=4096, groups=fused_only).path == "unfused"
+    # a shuffled weight is not described to cuBLASLt either
+    assert select(H200, 16, shuffled=True).path == "fused"
+    assert select(H200, 40, shuffled=True).path == "unfused"
+
+
+def test_heuristic_cuda_without_scaled_mm_eligibility():
+    groups = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
+    for dev in (B200, L40, H200._replace(has_scaled_mm=False)):
+        paths = [select(dev, m, n=4096, k=4096, groups=groups).path for m in (1, 8, 9, 32, 33)]
+        assert paths == ["fused"] * 4 + ["unfused"], dev
+
+
+def test_heuristic_rocm():
+    for dev in (MI355, MI355_NO_AITER):
+        for m in (1, 9, 16, 32):
+            assert select(dev, m, shuffled=True).path == "fused", (dev, m)
+    assert select(MI355, 33, shuffled=True).path == "aiter"
+    assert select(MI355, 33, shuffled=False).path == "unfused"  # AITER's GEMM wants a shuffled weight
+    assert select(MI355, 33, shuffled=True, e8m0=True).path == "unfused"  # and fp32 scales
+    assert select(MI355_NO_AITER, 33, shuffled=True).path == "unfused"
+    assert select(MI355, 16, n=4096, k=4096).path == "fused"  # never cuBLASLt on ROCm
+
+
+def test_fused_switch_off_heuristic_per_device():
+    off = dict(fused_enabled=False)
+    assert [select(H200, m, **off).path for m in (1, 8, 33)] == ["unfused"] * 3  # cuBLASLt not verified
+    verified = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
+    assert [select(H200, m, n=4096, k=4096, groups=verified, **off).path for m in (1, 8, 33)] == ["scaled_mm"] * 3
+    assert [select(H200, m, n=2112, k=7168, **off).path for m in (1, 8, 33)] == ["unfused"] * 3
+    assert select(MI355, 1, shuffled=True, **off).path == "aiter"
+    assert select(MI355, 1, shuffled=False, **off).path == "unfused"
+    assert select(CPU, 1, **off).path == "unfused"
+
+
+# ---- cuBLASLt eligibility ------------------------------------------------------------------------
+
+
+def test_scaled_mm_eligibility():
+    ok = dict(e8m0=False, shuffled=False)
+    assert dispatch.scaled_mm_eligible(H200, 4096, 4096, **ok)
+    assert dispatch.scaled_mm_eligible(H200, 1536, 4096, **ok)
+    assert not dispatch.scaled_mm_eligible(H200, 2112, 7168, **ok)  # N % 128 != 0
+    assert not dispatch.scaled_mm_eligible(H200, 4096, 640, **ok)  # K/128 = 5: scale stride not 16-byte aligned
+    for k in (1024, 2048, 4096, 7168):  # every SPEC §6 K
+        assert dispatch.scaled_mm_eligible(H200, 4096, k, **ok)
+    assert not dispatch.scaled_mm_eligible(H200, 4096, 4096, e8m0=True, shuffled=False)
+    assert not dispatch.scaled_mm_eligible(H200, 4096, 4096, e8m0=False, shuffled=True)
+    for dev in (B200, L40, H200._replace(has_scaled_mm=False), MI355, CPU):
+        assert not dispatch.scaled_mm_eligible(dev, 4096, 4096, **ok), dev
+
+
+def test_e8m0_never_takes_scaled_mm_even_when_tabulated():
+    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [
+        entry(4096, 4096, 64, "scaled_mm", scale="e8m0"), entry(4096, 4096, 64, "scaled_mm")]}, "test")[1]
+    for m in (1, 8, 9, 16, 32, 33, 64, 100):
+        c = select(H200, m, n=4096, k=4096, e8m0=True, groups=groups)
+        assert c.path != "scaled_mm" and c.source == "heuristic", (m, c)
+        for enabled in (True, False):
+            assert select(H200, m, n=4096, k=4096, e8m0=True, fused_enabled=enabled).path != "scaled_mm"
+    # the fp32 group of the same table is taken
+    assert select(H200, 1, n=4096, k=4096, groups=groups) == ("scaled_mm", None, "table", "M<=64")
+    # ... but not by a shuffled weight, nor for N = 2112
+    assert select(H200, 1, n=4096, k=4096, groups=groups, shuffled=True).path == "fused"
+
+
+def test_scaled_mm_table_entry_for_an_ineligible_shape_is_not_taken():
+    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(2112, 7168, 64, "scaled_mm")]}, "t")[1]
+    for m in (1, 16, 33, 64):
+        c = select(H200, m, n=2112, k=7168, groups=groups)
+        assert c.path != "scaled_mm" and c.source == "heuristic"
+
+
+# ---- tables ----------------------------------------------------------------------------------------
+
+
+def test_table_filename():
+    assert dispatch.table_filename("NVIDIA H200") == "nvidia_h200.json"
+    assert dispatch.table_filename("AMD Instinct MI355X") == "amd_instinct_mi355x.json"
+    assert dispatch.table_filename("NVIDIA H100 80GB HBM3") == "nvidia_h100_80gb_hbm3.json"
+    assert dispatch.table_filename("cpu") == "cpu.json"
+    with pytest.raises(ValueError):
+        dispatch.table_filename("  ")
+
+
+def test_config_dir_env(monkeypatch, tmp_path):
+    assert dispatch.config_dir() == str(tmp_path)
+    monkeypatch.delenv("SGL_FP8_CONFIG_DIR")
+    assert dispatch.config_dir() == dispatch.package_config_dir()
+    assert dispatch.package_config_dir().endswith("sglang_fp8ext/configs")
+
+
+def test_table_lookup_m_buckets(tmp_path):
+    write_table(tmp_path, "cpu", [
+        entry(N, K, 2, "fused", [2, 0, 0, 1, 0]),
+        entry(N, K, 8, "unfused"),
+        entry(N, K, 16, "fused", [0, 0, 0, 0, 0]),  # zeros: the kernel's own plan
+        entry(N, K, 4, "fused", [1, 0, 0, 0, 0], scale="e8m0"),
+        entry(N + 16, K, 64, "unfused"),
+    ])
+    def choose(m, **kw):
+        return linear.choose(CPU_DEV, m, kw.pop("n", N), K, **kw)
+
+    for m in (0, 1, 2):  # smallest tabulated M >= m
+        assert choose(m) == ("fused", (2, 0, 0, 1, 0), "table", "M<=2"), m
+    for m in (3, 5, 8):
+        assert choose(m) == ("unfused", None, "table", "3<=M<=8"), m
+    for m in (9, 16):
+        assert choose(m) == ("fused", None, "table", "9<=M<=16"), m
+    for m in (17, 100):  # above every tabulated M: the heuristic (CPU: fused)
+        assert choose(m) == ("fused", None, "heuristic", "any M"), m
+    # the scale format and N are part of the key
+    assert choose(3, e8m0=True) == ("fused", (1, 0, 0, 0, 0), "table", "M<=4")
+    assert choose(5, e8m0=True).source == "heuristic"
+    assert choose(40, n=N + 16).path == "unfused" and choose(80, n=N + 16).source == "heuristic"
+    assert choose(3, n=N + 32).source == "heuristic"
+    assert linear.select_path(CPU_DEV, 5, N, K) == "unfused"
+
+
+def test_table_entries_in_any_order_and_sorted(tmp_path):
+    write_table(tmp_path, "cpu", [entry(N, K, 32, "fused"), entry(N, K, 4, "unfused")])
+    assert linear.choose(CPU_DEV, 3, N, K).path == "unfused"
+    assert linear.choose(CPU_DEV, 5, N, K) == ("fused", None, "table", "5<=M<=32")
+
+
+def test_fp8_block_linear_runs_the_tabulated_instance(tmp_path):
+    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", [2, 0, 0, 1, 0]), entry(N, K, 32, "unfused")])
+    w, ws = rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
+    bias = rand_act((N,), torch.bfloat16, 2, outliers=False)
+    for m, op, config in ((3, "sgl_fp8._smallm_gemm_configured", [[2, 0, 0, 1, 0]]), (9, "sgl_fp8.scaled_gemm", [])):
+        x = rand_act((m, K), torch.bfloat16, m)
+        with OpRecorder() as rec:
+            out = fx.fp8_block_linear(x, w, ws, bias=bias)
+        gemms = [c for c in rec.calls if "gemm" in c[0]]
+        assert [c[0] for c in gemms] == [op], rec.names()
+        assert gemms[0][1] == config
+        assert_gemm_contract(out, smallm_ref(x, w, ws, bias), f"table path M={m}")
+        # the CPU has one GEMM implementation: every path gives the same bits
+        assert torch.equal(bits(out), bits(fx.smallm_gemm(x, w, ws, False, bias)))
+
+
+def test_device_mismatch_is_not_used(tmp_path, caplog):
+    # the file for "cpu" says it was measured on another device: not used, a warning says why
+    write_table(tmp_path, "CPU", [entry(N, K, 64, "unfused")], name="cpu.json")
+    with caplog.at_level(logging.WARNING, logger="sglang_fp8ext"):
+        assert linear.choose(CPU_DEV, 3, N, K) == ("fused", None, "heuristic", "any M")
+        linear.choose(CPU_DEV, 4, N, K)
+    file, note, groups = dispatch.table_for(str(tmp_path), "cpu")
+    assert file.endswith("cpu.json") and "not this device" in note and groups == ()
+    warnings = [r for r in caplog.records if "not used" in r.getMessage()]
+    assert len(warnings) == 1 and "'CPU'" in warnings[0].getMessage()
+
+
+def test_table_of_another_device_is_ignored(tmp_path):
+    write_table(tmp_path, "NVIDIA H200", [entry(N, K, 64, "unfused")])
+    assert linear.choose(CPU_DEV, 3, N, K).source == "heuristic"
+    assert dispatch.table_for(str(tmp_path), "NVIDIA H200")[2] != ()
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 1]), r"flags must be one of"),
+        (lambda t: t["entries"][0].update(path="cublas"), r"path must be one of"),
+        (lambda t: t["entries"][0].update(scale="bf16"), r"scale must be one of"),
+        (lambda t: t["entries"][0].update(config=[2, 0, 0]), r"config must be"),
+        (lambda t: t["entries"][0].update(config=[-1, 0, 0, 0, 0]), r"config must be"),
+        (lambda t: t["entries"][1].update(config=[2, 0, 0, 0, 0]), r"only meaningful for the fused path"),
+        (lambda t: t["entries"][0].pop("M"), r"missing 'M'"),
+        (lambda t: t["entries"][0].update(N=100), r"N must be"),
+        (lambda t: t["entries"][0].update(K=100), r"K must be"),
+        (lambda t: t["entries"][0].update(M=-1), r"M must be"),
+        (lambda t: t["entries"][0].update(M="4"), r"M must be"),
+        (lambda t: t["entries"][0].update(us=float("nan")), r"us must be"),
+        (lambda t: t["entries"].append(dict(t["entries"][0])), r"a second entry"),
+        (lambda t: t.pop("entries"), r"'entries'"),
+        (lambda t: t.update(device=""), r"'device'"),
+    ],
+)
+def test_malformed_table_is_a_clear_error(tmp_path, mutate, message):
+    table = {"device": "cpu", "torch": "x", "git": "y",
+             "entries": [entry(N, K, 4, "fused", [2, 0, 0, 0, 0]), entry(N, K, 8, "unfused")]}
+    mutate(table)
+    (tmp_path / "cpu.json").write_text(json.dumps(table))
+    x, w, ws = rand_act((2, K), torch.bfloat16, 1), rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
+    with pytest.raises(ValueError, match=message) as ei:
+        fx.fp8_block_linear(x, w, ws)
+    assert isinstance(ei.value, dispatch.TableError)
+    assert str(tmp_path / "cpu.json") in str(ei.value)  # the message names the file
+
+
+def test_bad_json_is_a_clear_error(tmp_path):
+    (tmp_path / "cpu.json").write_text('{"device": "cpu", "entries": [')
+    with pytest.raises(dispatch.TableError, match=r"cpu\.json: not valid JSON"):
+        linear.choose(CPU_DEV, 1, N, K)
+
+
+def test_table_as_tune_writes_it_is_accepted():
+    """Extra keys (candidates, rejected, heuristic, failures, ...) are allowed; null config too."""
+    table = {"device": "NVIDIA H200", "capability": [9, 0], "torch": "2.11", "git": "abc", "margin": 0.03,
+             "entries": [dict(entry(5120, 4096, 1, "fused", [2, 0, 0, 1, 0]), heuristic={"path": "fused", "us": 9.0},
+                              rejected={"fused[8,0,0,2,0]": "did not run: ..."}),
+                         entry(5120, 4096, 16, "scaled_mm")],
+             "failures": []}
+    device, groups = dispatch.parse_table(table, "t")
+    assert device == "NVIDIA H200"
+    assert groups == ((5120, 4096, "fp32", ((1, "fused", (2, 0, 0, 1, 0)), (16, "scaled_mm", None))),)
+
+
+def test_switch_off_overrides_the_table(tmp_path, monkeypatch):
+    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", [2, 0, 0, 0, 0]), entry(N, K, 16, "fused")])
+    assert linear.choose(CPU_DEV, 4, N, K).path == "fused"
+    for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS"):
+        monkeypatch.setenv(name, "0")
+        for m in (1, 4, 12, 40):
+            assert linear.choose(CPU_DEV, m, N, K) == ("unfused", None, "heuristic", "any M"), (name, m)
+        x, w, ws = rand_act((3, K), torch.bfloat16, 1), rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
+        with OpRecorder() as rec:
+            fx.fp8_block_linear(x, w, ws)
+        assert "sgl_fp8.scaled_gemm" in rec.names() and not any("smallm" in n for n in rec.names())
+        monkeypatch.delenv(name)
+    # on a GPU, the switch off with a tabulated fused entry falls to the heuristic without fused
+    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 8, "fused"),
+                                                                         entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
+    assert select(H200, 4, n=4096, k=4096, groups=groups, fused_enabled=False) == ("scaled_mm", None, "heuristic", "any M")
+
+
+def test_tabulated_aiter_needs_rocm_aiter_and_a_shuffled_weight():
+    groups = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 64, "aiter")]}, "t")[1]
+    assert select(MI355, 40, n=4096, k=4096, groups=groups, shuffled=True) == ("aiter", None, "table", "M<=64")
+    assert select(MI355, 4, n=4096, k=4096, groups=groups, shuffled=False).source == "heuristic"
+    assert select(MI355_NO_AITER, 40, n=4096, k=4096, groups=groups, shuffled=True).path == "unfused"
+    assert select(H200, 40, n=4096, k=4096, groups=groups, shuffled=True).path == "unfused"
+
+
+# ---- the debug log -----------------------------------------------------------------------------------
+
+
+def test_debug_log_once_per_bucket_path_and_config(tmp_path, caplog):
+    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", [2, 0, 0, 1, 0])])
+    w, ws = rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
+    with caplog.at_level(logging.DEBUG, logger="sglang_fp8ext"):
+        for m in (1, 3, 4, 2):  # one bucket
+            fx.fp8_block_linear(rand_act((m, K), torch.bfloat16, m), w, ws)
+        for m in (5, 9):  # above the table: heuristic
+            fx.fp8_block_linear(rand_act((m, K), torch.bfloat16, m), w, ws)
+    lines = [r.getMessage() for r in caplog.records if "fp8_block_linear" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert f"N={N} K={K}" in lines[0] and "fused path" in lines[0] and "[2, 0, 0, 1, 0]" in lines[0]
+    assert "chosen by the table" in lines[0] and "M<=4" in lines[0]
+    assert "fused path" in lines[1] and "chosen by the heuristic" in lines[1] and "instance" not in lines[1]
+
+
+# ---- torch.compile of the table path ---------------------------------------------------------------
+
+
+def test_compile_table_path_configured_instance(tmp_path):
+    """The table is read at trace time without a graph break (fullgraph=True); the tabulated
+    kernel instance is in the graph; M crossing a bucket boundary recompiles once."""
+    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", [2, 0, 0, 1, 0]), entry(N, K, 32, "unfused")])
+    w, ws = rand_weight(N, K, 3), rand_wscale(N, K, False, 3)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append({str(n.target) for n in gm.graph.nodes if n.op == "call_function"})
+        return gm.forward
+
+    def f(x):
+        return fx.fp8_block_linear(x, w, ws)
+
+    cf = torch.compile(f, backend=backend, fullgraph=True, dynamic=True)
+    # the first M differs from every weight dimension (272, 512, 3, 4): duck sizing would tie them
+    for m in (6, 5, 7, 8, 17, 32, 9):
+        x = rand_act((m, K), torch.bfloat16, m)
+        assert torch.equal(bits(cf(x)), bits(f(x))), m
+    assert len(graphs) == 2, graphs
+    assert any("_smallm_gemm_configured" in t for t in graphs[0]), graphs[0]
+    assert any("scaled_gemm" in t for t in graphs[1]) and not any("smallm" in t for t in graphs[1]), graphs[1]
+
+
+# ---- GPU: the cuBLASLt path ------------------------------------------------------------------------
+
+GPU_MS = (1, 3, 16, 33, 64)
+
+
+def _require_sm90(gpu):
+    if torch.version.hip or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"cuBLASLt blockwise path is sm_90 only; this GPU is {torch.cuda.get_device_name()} "
+                    f"(capability {torch.cuda.get_device_capability()})")
+    if not hasattr(torch, "_scaled_mm"):
+        pytest.skip(f"torch {torch.__version__} has no torch._scaled_mm")
+
+
+def test_gpu_device_facts(gpu):
+    info = linear.device_info(torch.device(gpu))
+    assert info.name == torch.cuda.get_device_name()
+    assert info.kind == ("rocm" if torch.version.hip else "cuda")
+    assert info.capability == tuple(torch.cuda.get_device_capability())
+
+
+@pytest.mark.parametrize("n, k", dispatch.SPEC_SHAPES)
+def test_gpu_scaled_mm_path_vs_float64_reference(gpu, tmp_path, monkeypatch, n, k):
+    """A table that says scaled_mm for every M: fp8_block_linear runs cuBLASLt for the eligible
+    shapes and meets the SPEC §3.4 contract at M = 1, 3, 16, 33, 64 (bias too); N = 2112 never
+    takes it."""
+    _require_sm90(gpu)
+    write_table(tmp_path, torch.cuda.get_device_name(), [entry(n, k, 64, "scaled_mm")])
+    calls = []
+    real = dispatch.scaled_mm_linear
+    monkeypatch.setattr(dispatch, "scaled_mm_linear", lambda *a: calls.append(1) or real(*a))
+    eligible = n % 128 == 0
+    assert eligible == (n != 2112)
+    w, ws = rand_weight(n, k, 5), rand_wscale(n, k, False, 5)
+    wd, wsd = w.to(gpu), ws.to(gpu)
+    bias = rand_act((n,), torch.bfloat16, 6, outliers=False)
+    for m in GPU_MS:
+        x = rand_act((m, k), torch.bfloat16, m)
+        expected = "scaled_mm" if eligible else ("fused" if m <= 32 else "unfused")
+        assert linear.choose(torch.device(gpu), m, n, k).path == expected, m
+        before = len(calls)
+        out = fx.fp8_block_linear(x.to(gpu), wd, wsd)
+        assert len(calls) - before == (1 if eligible else 0), m
+        assert out.shape == (m, n) and out.dtype == torch.bfloat16
+        assert_gemm_contract(out, smallm_ref(x, w, ws), f"scaled_mm path N={n} K={k} M={m}")
+        if m in (3, 33):
+            outb = fx.fp8_block_linear(x.to(gpu), wd, wsd, bias=bias.to(gpu))
+            assert_gemm_contract(outb, smallm_ref(x, w, ws, bias), f"scaled_mm path + bias N={n} K={k} M={m}")
+        if eligible:  # the helper itself, fp16 activations too
+            xh = rand_act((m, k), torch.float16, m + 1)
+            outh = dispatch.scaled_mm_linear(xh.to(gpu), wd, wsd)
+            assert outh.dtype == torch.float16
+            assert_gemm_contract(outh, smallm_ref(xh, w, ws), f"scaled_mm fp16 N={n} K={k} M={m}")
+
+
+def test_gpu_heuristic_takes_scaled_mm_only_where_verified_on_sm90(gpu, tmp_path, monkeypatch):
+    _require_sm90(gpu)
+    n, k = 4096, 2048
+    w, ws = rand_weight(n, k, 7), rand_wscale(n, k, False, 7)
+    calls = []
+    real = dispatch.scaled_mm_linear
+    monkeypatch.setattr(dispatch, "scaled_mm_linear", lambda *a: calls.append(a[0].shape[0]) or real(*a))
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
+    dispatch.clear_table_cache()
+    for m in (8, 16, 40):  # no table: fused, fused, unfused; cuBLASLt is never a blind default
+        x = rand_act((m, k), torch.bfloat16, m)
+        out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
+        assert_gemm_contract(out, smallm_ref(x, w, ws), f"heuristic M={m}")
+    assert calls == []
+    # a table in which tune verified cuBLASLt for this shape: the heuristic takes it above the table
+    write_table(tmp_path, torch.cuda.get_device_name(), [entry(n, k, 8, "fused"), entry(n, k, 16, "scaled_mm")])
+    dispatch.clear_table_cache()
+    for m in (8, 16, 40):
+        x = rand_act((m, k), torch.bfloat16, m)
+        out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
+        assert_gemm_contract(out, smallm_ref(x, w, ws), f"table M={m}")
+    assert calls == [16, 40]
+    e8 = rand_wscale(n, k, True, 7)
+    fx.fp8_block_linear(rand_act((40, k), torch.bfloat16, 1).to(gpu), w.to(gpu), e8.to(gpu))
+    assert calls == [16, 40]  # e8m0 scales: never cuBLASLt
+    dispatch.clear_table_cache()
