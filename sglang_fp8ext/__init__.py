@@ -9,7 +9,9 @@ import torch  # noqa: F401  (loads libtorch, which the compiled library links ag
 from . import _C
 from . import reference  # noqa: F401  (registers the fallback ops the GPU glue redispatches to)
 from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight
+from . import parallel  # noqa: F401  (tensor-parallel sharding helpers: fx.parallel)
 from .linear import fp8_block_linear
+from .module import Fp8BlockLinear, QuantizeReport, quantize_model_
 from .ops import add_rmsnorm_quant, per1x128_quant, rmsnorm_quant, scaled_gemm, smallm_gemm
 
 __version__ = "0.1.0"
@@ -29,6 +31,10 @@ __all__ = [
     "unshuffle_weight",
     "scale_to_e8m0",
     "e8m0_to_scale",
+    "Fp8BlockLinear",
+    "quantize_model_",
+    "QuantizeReport",
+    "parallel",
     "BUILT_BACKEND",
     "BUILT_DEVICE_ARCHS",
 ]

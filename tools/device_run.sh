@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
 # run the named steps in order, with full logs under $OUT and a short summary on stdout.
-#   bash tools/device_run.sh diag tests smoke memcheck racecheck bench diagnose
+#   bash tools/device_run.sh diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
 # SGL_FP8_GIT names the commit being measured (the device copy has no .git).
 set -u
 OUT=${OUT:-/tmp/sgl_fp8_out}
@@ -40,7 +40,7 @@ for step in "$@"; do
       ;;
     suite)
       say "whole suite on the CUDA build"
-      $PY -m pytest -q -p no:cacheprovider -n 8 tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
+      timeout 400 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_all.txt" | head -20
       tail -3 "$OUT/pytest_all.txt"
       ;;
@@ -60,7 +60,7 @@ for step in "$@"; do
       ;;
     bench)
       say "bench"
-      $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      timeout 240 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
     diagnose)
@@ -68,6 +68,27 @@ for step in "$@"; do
       $PY -m sglang_fp8ext bench --diagnose --shapes 5120x4096 --ms 1,8,32 --out "$OUT" --name h200_diagnose \
         >"$OUT/diagnose.txt" 2>"$OUT/diagnose.err"; echo "rc=$?"
       tail -30 "$OUT/diagnose.txt"
+      ;;
+    tune)
+      say "tune (SPEC §6 shapes) into sglang_fp8ext/configs"
+      timeout 170 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
+        >"$OUT/tune_qwen.txt" 2>"$OUT/tune_qwen.err"; echo "rc=$?"
+      timeout 150 $PY -m sglang_fp8ext tune --shapes 8192x1024,4096x1024,1536x4096,2112x7168 --out sglang_fp8ext/configs \
+        >"$OUT/tune_dsv.txt" 2>"$OUT/tune_dsv.err"; echo "rc=$?"
+      cp sglang_fp8ext/configs/*.json "$OUT/" 2>/dev/null; tail -5 "$OUT/tune_dsv.txt"
+      ;;
+    check)
+      say "python -m sglang_fp8ext check"
+      timeout 120 $PY -m sglang_fp8ext check >"$OUT/check.txt" 2>&1; echo "rc=$?"; grep -E "FAIL|passed|failed" "$OUT/check.txt" | tail -5
+      ;;
+    e2e)
+      say "tools/e2e_decode_bench.py"
+      timeout 200 $PY tools/e2e_decode_bench.py --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
+      tail -8 "$OUT/e2e.txt"
+      ;;
+    probe)
+      say "tools/scaled_mm_probe.py"
+      timeout 60 $PY tools/scaled_mm_probe.py >"$OUT/scaled_mm_probe.txt" 2>&1; echo "rc=$?"; cat "$OUT/scaled_mm_probe.txt" | tail -14
       ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
