@@ -40,7 +40,7 @@ for step in "$@"; do
       ;;
     suite)
       say "whole suite on the CUDA build"
-      timeout 400 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
+      timeout 220 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_all.txt" | head -20
       tail -3 "$OUT/pytest_all.txt"
       ;;
@@ -60,7 +60,7 @@ for step in "$@"; do
       ;;
     bench)
       say "bench"
-      timeout 240 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      timeout 150 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
     diagnose)
@@ -71,9 +71,9 @@ for step in "$@"; do
       ;;
     tune)
       say "tune (SPEC §6 shapes) into sglang_fp8ext/configs"
-      timeout 170 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
+      timeout 120 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
         >"$OUT/tune_qwen.txt" 2>"$OUT/tune_qwen.err"; echo "rc=$?"
-      timeout 150 $PY -m sglang_fp8ext tune --shapes 8192x1024,4096x1024,1536x4096,2112x7168 --out sglang_fp8ext/configs \
+      timeout 80 $PY -m sglang_fp8ext tune --shapes 8192x1024,4096x1024,1536x4096,2112x7168 --out sglang_fp8ext/configs \
         >"$OUT/tune_dsv.txt" 2>"$OUT/tune_dsv.err"; echo "rc=$?"
       cp sglang_fp8ext/configs/*.json "$OUT/" 2>/dev/null; tail -5 "$OUT/tune_dsv.txt"
       ;;
@@ -83,7 +83,7 @@ for step in "$@"; do
       ;;
     e2e)
       say "tools/e2e_decode_bench.py"
-      timeout 200 $PY tools/e2e_decode_bench.py --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
+      timeout 100 $PY tools/e2e_decode_bench.py --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
       tail -8 "$OUT/e2e.txt"
       ;;
     probe)
