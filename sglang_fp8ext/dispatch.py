@@ -52,12 +52,14 @@ TABLE_FLAGS = (0, 8)
 # SPEC §6: Qwen3.5-397B TP4, then DeepSeek-V3/V4 dense linears at TP4/TP8 (N, K)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
-# Heuristic bounds. Up to 32 tokens (one launch chunk) the fused kernel is correct on every
-# shape; above that it re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
-# cuBLASLt blockwise (scaled_mm) is faster than the fused kernel from M = 16 on the H200
-# (docs/perf/h200.json) but it is only taken for a shape whose table entry `tune` verified on this
-# device (its output against the SPEC reference): an unverified cuBLASLt call was measured wrong on
-# small shapes (N, K = 256..512) on the H200, so it is never a blind default.
+# Heuristic bounds. CUDA: the fused kernel is the fastest FP8 path measured on the H200 up to
+# M = 8 on every shape; from M = 16 cuBLASLt blockwise is faster (docs/perf/h200.json). Above 32
+# tokens the fused kernel re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
+# cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``):
+# tools/scaled_mm_probe.py on the H200 found it wrong exactly where K/128 is not a multiple of 4
+# (K = 256: relative errors 0.9 to 160) and within 2e-3 of the float64 reference on every shape
+# with K % 512 == 0 it tried (N 256..8192, K 512..4096, M 1..64).
+CUDA_FUSED_ONLY_MAX_M = 8
 FUSED_MAX_M = 32
 
 
@@ -113,13 +115,15 @@ def _runnable(path: str, dev: DeviceInfo, scaled_mm_ok: bool, fused_enabled: boo
 
 
 def heuristic(dev: DeviceInfo, m, *, e8m0: bool, shuffled: bool, scaled_mm_ok: bool, fused_enabled: bool = True) -> Tuple[str, str]:
-    """(path, M bucket) for a call without a table entry. ``scaled_mm_ok``: cuBLASLt is eligible
-    for this call and verified for this shape on this device (a scaled_mm entry in its table)."""
+    """(path, M bucket) for a call without a table entry."""
     if dev.kind == "cuda":
+        if fused_enabled and m <= CUDA_FUSED_ONLY_MAX_M:
+            return "fused", f"M<={CUDA_FUSED_ONLY_MAX_M}"
+        if scaled_mm_ok:
+            return "scaled_mm", f"M>{CUDA_FUSED_ONLY_MAX_M}" if fused_enabled else "any M"
         if fused_enabled and m <= FUSED_MAX_M:
-            return "fused", f"M<={FUSED_MAX_M}"
-        bucket = f"M>{FUSED_MAX_M}" if fused_enabled else "any M"
-        return ("scaled_mm" if scaled_mm_ok else "unfused"), bucket
+            return "fused", f"{CUDA_FUSED_ONLY_MAX_M}<M<={FUSED_MAX_M}"
+        return "unfused", f"M>{FUSED_MAX_M}" if fused_enabled else "any M"
     if dev.kind == "rocm":
         if fused_enabled and m <= FUSED_MAX_M:
             return "fused", f"M<={FUSED_MAX_M}"
@@ -137,10 +141,8 @@ def select(dev: DeviceInfo, m, n: int, k: int, *, e8m0: bool = False, shuffled: 
     returned by ``table_for`` (empty: heuristic only); ``fused_enabled`` is the SGL_FP8_SMALLM switch."""
     scaled_mm_ok = scaled_mm_eligible(dev, n, k, e8m0=e8m0, shuffled=shuffled)
     scale = "e8m0" if e8m0 else "fp32"
-    verified = False  # tune checked cuBLASLt's output for this shape on this device
     for g_n, g_k, g_scale, entries in groups:
         if g_scale == scale and g_k == k and g_n == n:
-            verified = any(path == "scaled_mm" for _, path, _ in entries)
             low = 0
             for t_m, path, config in entries:  # sorted by M
                 if m <= t_m:
@@ -150,8 +152,7 @@ def select(dev: DeviceInfo, m, n: int, k: int, *, e8m0: bool = False, shuffled: 
                     break  # this call cannot take the tabulated path: the heuristic decides
                 low = t_m + 1
             break
-    path, bucket = heuristic(dev, m, e8m0=e8m0, shuffled=shuffled, scaled_mm_ok=scaled_mm_ok and verified,
-                             fused_enabled=fused_enabled)
+    path, bucket = heuristic(dev, m, e8m0=e8m0, shuffled=shuffled, scaled_mm_ok=scaled_mm_ok, fused_enabled=fused_enabled)
     return Choice(path, None, "heuristic", bucket)
 
 

@@ -87,32 +87,26 @@ def test_heuristic_cpu_fused_at_any_m(fmt):
 
 
 def test_heuristic_cuda_sm90():
-    # no table: fused up to one 32-token chunk, unfused above, never cuBLASLt blind
-    for n, k in ((4096, 4096), (2112, 7168)):
-        for m in (1, 2, 8, 9, 16, 32):
+    # eligible shape (N % 128, K % 512, fp32, plain): fused up to 8 tokens, cuBLASLt above
+    for m in (1, 2, 8):
+        assert select(H200, m).path == "fused", m
+    for m in (9, 16, 32, 33, 200):
+        assert select(H200, m).path == "scaled_mm", m
+    # N = 2112 (a partial last scale block) or K/128 not a multiple of 4 (K = 256, 640: cuBLASLt
+    # measured wrong at K = 256): never cuBLASLt; fused up to 32 tokens, unfused above
+    for n, k in ((2112, 7168), (4096, 256), (4096, 640)):
+        for m in (1, 8, 9, 16, 32):
             assert select(H200, m, n=n, k=k).path == "fused", (n, k, m)
         for m in (33, 64, 500):
             assert select(H200, m, n=n, k=k).path == "unfused", (n, k, m)
-    # a table that verified cuBLASLt for the shape (any scaled_mm entry): cuBLASLt above the table
-    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [
-        entry(4096, 4096, 8, "fused"), entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
-    assert select(H200, 16, n=4096, k=4096, groups=groups) == ("scaled_mm", None, "table", "9<=M<=32")
-    assert select(H200, 500, n=4096, k=4096, groups=groups) == ("scaled_mm", None, "heuristic", "M>32")
-    # ... but not for another shape, an ineligible call (shuffled, e8m0), or a table without it
-    assert select(H200, 500, n=4096, k=2048, groups=groups).path == "unfused"
-    assert select(H200, 500, n=4096, k=4096, groups=groups, shuffled=True).path == "unfused"
-    fused_only = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 32, "fused")]}, "t")[1]
-    assert select(H200, 500, n=4096, k=4096, groups=fused_only).path == "unfused"
     # a shuffled weight is not described to cuBLASLt either
     assert select(H200, 16, shuffled=True).path == "fused"
     assert select(H200, 40, shuffled=True).path == "unfused"
 
 
 def test_heuristic_cuda_without_scaled_mm_eligibility():
-    groups = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
     for dev in (B200, L40, H200._replace(has_scaled_mm=False)):
-        paths = [select(dev, m, n=4096, k=4096, groups=groups).path for m in (1, 8, 9, 32, 33)]
-        assert paths == ["fused"] * 4 + ["unfused"], dev
+        assert [select(dev, m).path for m in (1, 8, 9, 32, 33)] == ["fused"] * 4 + ["unfused"], dev
 
 
 def test_heuristic_rocm():
@@ -128,9 +122,7 @@ def test_heuristic_rocm():
 
 def test_fused_switch_off_heuristic_per_device():
     off = dict(fused_enabled=False)
-    assert [select(H200, m, **off).path for m in (1, 8, 33)] == ["unfused"] * 3  # cuBLASLt not verified
-    verified = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
-    assert [select(H200, m, n=4096, k=4096, groups=verified, **off).path for m in (1, 8, 33)] == ["scaled_mm"] * 3
+    assert [select(H200, m, **off).path for m in (1, 8, 33)] == ["scaled_mm"] * 3
     assert [select(H200, m, n=2112, k=7168, **off).path for m in (1, 8, 33)] == ["unfused"] * 3
     assert select(MI355, 1, shuffled=True, **off).path == "aiter"
     assert select(MI355, 1, shuffled=False, **off).path == "unfused"
@@ -324,8 +316,7 @@ def test_switch_off_overrides_the_table(tmp_path, monkeypatch):
         assert "sgl_fp8.scaled_gemm" in rec.names() and not any("smallm" in n for n in rec.names())
         monkeypatch.delenv(name)
     # on a GPU, the switch off with a tabulated fused entry falls to the heuristic without fused
-    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 8, "fused"),
-                                                                         entry(4096, 4096, 32, "scaled_mm")]}, "t")[1]
+    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 8, "fused")]}, "t")[1]
     assert select(H200, 4, n=4096, k=4096, groups=groups, fused_enabled=False) == ("scaled_mm", None, "heuristic", "any M")
 
 
@@ -436,29 +427,24 @@ def test_gpu_scaled_mm_path_vs_float64_reference(gpu, tmp_path, monkeypatch, n, 
             assert_gemm_contract(outh, smallm_ref(xh, w, ws), f"scaled_mm fp16 N={n} K={k} M={m}")
 
 
-def test_gpu_heuristic_takes_scaled_mm_only_where_verified_on_sm90(gpu, tmp_path, monkeypatch):
+def test_gpu_heuristic_takes_scaled_mm_above_8_on_sm90(gpu, tmp_path, monkeypatch):
     _require_sm90(gpu)
-    n, k = 4096, 2048
-    w, ws = rand_weight(n, k, 7), rand_wscale(n, k, False, 7)
+    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))  # no table: the heuristic
+    dispatch.clear_table_cache()
     calls = []
     real = dispatch.scaled_mm_linear
     monkeypatch.setattr(dispatch, "scaled_mm_linear", lambda *a: calls.append(a[0].shape[0]) or real(*a))
-    monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
-    dispatch.clear_table_cache()
-    for m in (8, 16, 40):  # no table: fused, fused, unfused; cuBLASLt is never a blind default
-        x = rand_act((m, k), torch.bfloat16, m)
-        out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
-        assert_gemm_contract(out, smallm_ref(x, w, ws), f"heuristic M={m}")
-    assert calls == []
-    # a table in which tune verified cuBLASLt for this shape: the heuristic takes it above the table
-    write_table(tmp_path, torch.cuda.get_device_name(), [entry(n, k, 8, "fused"), entry(n, k, 16, "scaled_mm")])
-    dispatch.clear_table_cache()
-    for m in (8, 16, 40):
-        x = rand_act((m, k), torch.bfloat16, m)
-        out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
-        assert_gemm_contract(out, smallm_ref(x, w, ws), f"table M={m}")
-    assert calls == [16, 40]
-    e8 = rand_wscale(n, k, True, 7)
-    fx.fp8_block_linear(rand_act((40, k), torch.bfloat16, 1).to(gpu), w.to(gpu), e8.to(gpu))
-    assert calls == [16, 40]  # e8m0 scales: never cuBLASLt
+    for n, k, takes in ((4096, 2048, True), (256, 512, True), (512, 256, False)):
+        w, ws = rand_weight(n, k, 7), rand_wscale(n, k, False, 7)
+        calls.clear()
+        for m in (8, 9, 16, 40):
+            x = rand_act((m, k), torch.bfloat16, m)
+            out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
+            assert_gemm_contract(out, smallm_ref(x, w, ws), f"heuristic N={n} K={k} M={m}")
+        assert calls == ([9, 16, 40] if takes else []), (n, k)
+    n, k = 4096, 2048
+    w, e8 = rand_weight(n, k, 7), rand_wscale(n, k, True, 7)
+    calls.clear()
+    fx.fp8_block_linear(rand_act((16, k), torch.bfloat16, 1).to(gpu), w.to(gpu), e8.to(gpu))
+    assert calls == []  # e8m0 scales: never cuBLASLt
     dispatch.clear_table_cache()
