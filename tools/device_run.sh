@@ -69,6 +69,12 @@ for step in "$@"; do
         >"$OUT/diagnose.txt" 2>"$OUT/diagnose.err"; echo "rc=$?"
       tail -30 "$OUT/diagnose.txt"
       ;;
+    dispatch_tests)
+      say "tests of the dispatch policy, the module and the e2e decode (CPU + GPU variants)"
+      timeout 200 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests/test_e2e_decode.py tests/test_module.py \
+        tests/test_dispatch.py tests/test_linear.py tests/test_compile.py tests/test_gpu.py >"$OUT/pytest_dispatch.txt" 2>&1
+      echo "rc=$?"; grep -E "^(FAILED|ERROR)" "$OUT/pytest_dispatch.txt" | head -20; tail -2 "$OUT/pytest_dispatch.txt"
+      ;;
     tune)
       say "tune (SPEC §6 shapes) into sglang_fp8ext/configs"
       timeout 120 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
@@ -93,4 +99,6 @@ for step in "$@"; do
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
+# the run tool returns a limited number of files: pack them into one
+(cd "$OUT" && tar czf /tmp/sgl_fp8_results.tgz . && find . -mindepth 1 -delete && mv /tmp/sgl_fp8_results.tgz results.tgz)
 say "done"
