@@ -316,13 +316,17 @@ def scaled_mm_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
     ``w_scale`` fp32 [N/128, K/128]. cuBLASLt wants M a multiple of 4 (at least 4): the
     activations are padded with zero rows and the output sliced back. Output in x's dtype."""
     m = x.shape[0]
+    if m == 0:  # nothing to multiply (and cuBLASLt is not asked to); one guard under compile
+        out = x.new_empty((0, w.shape[0]))
+        return out if bias is None else out + bias
+    # For m >= 1 the next multiple of 4 is also >= 4. Plain integer arithmetic: under
+    # torch.compile m may be an int or a SymInt (torch.sym_max of two ints returns an int, which
+    # Dynamo refuses as a torch.* result: measured on the H200, e2e compile test at 89847ef+).
+    pad = (m + 3) // 4 * 4 - m
     if torch.compiler.is_compiling():
-        # always pad under compile (possibly zero rows): no guard on M % 4
-        pad = torch.sym_max(4, (m + 3) // 4 * 4) - m
-        x_pad = F.pad(x, (0, 0, 0, pad))
+        x_pad = F.pad(x, (0, 0, 0, pad))  # always, so that no guard on m % 4 is installed
     else:
-        m_pad = max(4, (m + 3) // 4 * 4)
-        x_pad = x if m_pad == m else torch.cat([x, x.new_zeros(m_pad - m, x.shape[1])])
+        x_pad = x if pad == 0 else torch.cat([x, x.new_zeros(pad, x.shape[1])])
     q, s = ops.per1x128_quant(x_pad, ue8m0=False, transpose_scale=True)
     out = torch._scaled_mm(q, w.t(), scale_a=s, scale_b=w_scale.t(), out_dtype=x.dtype)[:m]
     if bias is not None:
