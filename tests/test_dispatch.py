@@ -9,6 +9,7 @@ under test. Every test writes its own tables into tmp_path (SGL_FP8_CONFIG_DIR).
 from __future__ import annotations
 
 import json
+import os
 import logging
 
 import pytest
@@ -485,3 +486,25 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
     empty = dispatch.scaled_mm_linear(rand_act((0, k), torch.bfloat16, 1), w, ws)
     assert empty.shape == (0, n)
     torch._dynamo.reset()
+
+
+def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
+    """The table the package ships for the H200 parses with the loader fp8_block_linear uses, was
+    measured on an H200, covers every SPEC §6 shape x scale format at M = 1..32, and never names a
+    path that cannot run its entry (cuBLASLt only where eligible; no diagnostic kernel flags)."""
+    path = os.path.join(dispatch.package_config_dir(), "nvidia_h200.json")
+    device, groups = dispatch.load_table_file(path)
+    assert device == "NVIDIA H200"
+    with open(path) as f:
+        raw = json.load(f)
+    assert raw["torch"].startswith("2.") and raw["git"] and not raw.get("failures")
+    by_key = {(n, k, s): entries for n, k, s, entries in groups}
+    for n, k in dispatch.SPEC_SHAPES:
+        for scale in ("fp32", "e8m0"):
+            entries = by_key[(n, k, scale)]
+            assert [m for m, _, _ in entries] == [1, 2, 4, 8, 16, 32], (n, k, scale)
+            for m, path_name, config in entries:
+                if path_name == "scaled_mm":
+                    assert dispatch.scaled_mm_eligible(H200, n, k, e8m0=scale == "e8m0", shuffled=False), (n, k, m)
+                if config is not None:
+                    assert config[4] in dispatch.TABLE_FLAGS, config
