@@ -19,8 +19,6 @@ from .dispatch import Choice, DeviceInfo
 
 logger = logging.getLogger("sglang_fp8ext")
 
-FUSED_MAX_M = dispatch.FUSED_MAX_M
-
 _logged_paths: set = set()
 _aiter_module = None
 _aiter_checked = False

@@ -100,6 +100,14 @@ def block_scaled_gemm(q, x_scale, w, w_scale, w_shuffled, bias, out_dtype):
     return out.to(torch.float32).to(out_dtype)
 
 
+def relative_row_errors(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """SPEC §3.4's accuracy measure: ||out[m] - ref[m]|| / ||ref[m]|| per row of 2-D tensors, in
+    float64 (NaN for a row of out that is not finite, so that it never passes a bound)."""
+    o, r = out.double(), ref.double()
+    err = (o - r).norm(dim=1) / r.norm(dim=1).clamp_min(1e-300)
+    return torch.where(torch.isfinite(o).all(dim=1), err, torch.full_like(err, float("nan")))
+
+
 def smallm_gemm(x, w, w_scale, w_shuffled=False, bias=None):
     q, xs = quantize_groups(x.float(), w_scale.dtype == E8M0)
     return block_scaled_gemm(q, xs, w, w_scale, w_shuffled, bias, x.dtype)

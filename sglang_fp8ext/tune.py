@@ -69,16 +69,9 @@ def heuristic_candidate(dev: dispatch.DeviceInfo, m: int, n: int, k: int, e8m0: 
     return dispatch.heuristic(dev, m, e8m0=e8m0, shuffled=False, scaled_mm_ok=ok)[0]
 
 
-def row_errors(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """||out[m] - ref[m]|| / ||ref[m]|| per row, in float64 (NaN where out is not finite)."""
-    o, r = out.double(), ref.double()
-    err = (o - r).norm(dim=1) / r.norm(dim=1).clamp_min(1e-300)
-    return torch.where(torch.isfinite(o).all(dim=1), err, torch.full_like(err, float("nan")))
-
-
 def check_rows(out: torch.Tensor, ref: torch.Tensor, against: str) -> Optional[str]:
     """None if every row is within TOLERANCE of ref, else why not."""
-    err = row_errors(out, ref).cpu()
+    err = reference.relative_row_errors(out, ref).cpu()
     bad = ~(err <= TOLERANCE)  # NaN counts as bad
     if not bad.any():
         return None
@@ -120,7 +113,8 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin) -> dict:
         entry["error"] = f"unfused path fails the SPEC check: {problem}"
         return entry
     times, rejected = {}, {}
-    for cand in candidates(dev, n, k, e8m0):
+    cands = candidates(dev, n, k, e8m0)
+    for cand in cands:
         try:
             out = linear.run_path(cand.path, cand.config, x, w0, s0, False, None)
             if out.is_cuda:
@@ -142,7 +136,7 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin) -> dict:
     if not times:
         entry["error"] = "no candidate could be timed: " + "; ".join(f"{name}: {why}" for name, why in rejected.items())
         return entry
-    by_name = {c.name: c for c in candidates(dev, n, k, e8m0)}
+    by_name = {c.name: c for c in cands}
     default = heuristic_candidate(dev, m, n, k, e8m0)
     best = pick_winner(times, default, margin)
     winner = by_name[best]
