@@ -178,6 +178,9 @@ static void check_plans() {
       CHECK(plan.smem_stages == 0 || plan.smem_bytes <= kSmemBudget, "staging pushed smem to %lld",
             (long long)plan.smem_bytes);
       CHECK(layout.ring_offset % 16 == 0, "ring offset %lld not 16-byte aligned", (long long)layout.ring_offset);
+      // Instances of more token tiles are compiled without the staging code.
+      CHECK(plan.token_tiles <= kMaxStagedTokenTiles || plan.smem_stages == 0, "%d token tiles staged",
+            plan.token_tiles);
       GemmConfig no_staging{};
       no_staging.flags = 8;
       const GemmPlan plain = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, no_staging, max_clusters);

@@ -56,6 +56,10 @@ constexpr int kStageThreads = 256;  // threads per CTA (kGemmThreads)
 constexpr int kStageWeightBytes = 4 * 16 * kStageThreads;
 constexpr int kStageBytes = kStageWeightBytes + 4 * kStageThreads;
 constexpr int kMaxStages = 4;
+// Instances with more token tiles than this have no staging code at all: their accumulators and
+// activation fragments already fill the 128 registers, and the staging bookkeeping spilled them
+// (SASS of v5: 35 local loads in the 4-tile instance). The plan gives them no stages.
+constexpr int kMaxStagedTokenTiles = 2;
 
 SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
   return stage * kStageBytes + (piece * kStageThreads + thread) * 16;

@@ -109,8 +109,9 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   // bytes in flight per SM, and more of the next launch's weight requested before it waits for
   // this one. Measured on the H200 (docs/sm90.md, v5): one stage is 2-3 % faster than none at
   // M = 1 and 8, two or three stages are slower, so one is the default; config.smem_stages
-  // (up to kMaxStages) overrides it, flag 8 (kNoStaging) turns staging off.
-  if (best.cost >= 0 && !(config.flags & 8)) {
+  // (up to kMaxStages) overrides it, flag 8 (kNoStaging) turns staging off. Instances of more than
+  // kMaxStagedTokenTiles token tiles are compiled without staging.
+  if (best.cost >= 0 && !(config.flags & 8) && token_tiles <= kMaxStagedTokenTiles) {
     const int64_t base = best.smem_bytes;
     int stages = base <= kSmemBudget ? int((kSmemBudget - base) / kStageBytes) : 0;
     const int cap = config.smem_stages > 0 ? (config.smem_stages < kMaxStages ? config.smem_stages : kMaxStages)
