@@ -2,6 +2,7 @@
 # One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
 # run the named steps in order, with full logs under $OUT and a short summary on stdout.
 #   bash tools/device_run.sh diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
+#                            timeline ceiling
 # SGL_FP8_GIT names the commit being measured (the device copy has no .git).
 set -u
 OUT=${OUT:-/tmp/sgl_fp8_out}
@@ -91,6 +92,17 @@ for step in "$@"; do
       say "tools/e2e_decode_bench.py"
       timeout 100 $PY tools/e2e_decode_bench.py --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
       tail -8 "$OUT/e2e.txt"
+      ;;
+    timeline)
+      say "tools/gemm_timeline.py (per-CTA phase stamps across back-to-back launches)"
+      timeout 150 $PY tools/gemm_timeline.py --out "$OUT" --cases "${SGL_FP8_TIMELINE_CASES:-5120x4096:1,8,32}" \
+        --variants "${SGL_FP8_TIMELINE_VARIANTS:-default,stream_alone,no_prologue}" >"$OUT/timeline.txt" 2>&1
+      echo "rc=$?"; cut -c1-400 "$OUT/timeline.txt" | tail -12
+      ;;
+    ceiling)
+      say "tools/stream_ceiling.py (how fast any kernel streams the weight bytes)"
+      timeout 150 $PY tools/stream_ceiling.py --out "$OUT" >"$OUT/ceiling.txt" 2>&1
+      echo "rc=$?"; tail -45 "$OUT/ceiling.txt"
       ;;
     probe)
       say "tools/scaled_mm_probe.py"

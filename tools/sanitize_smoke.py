@@ -1,5 +1,6 @@
 """Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
-layouts and scale formats, bias, M inside and beyond one 32-token chunk."""
+layouts and scale formats, bias, every token-tile instance (M = 1, 13, 24, 33: 1, 2, 3 and 4 + 1
+tiles), M beyond one 32-token chunk, and the GEMM with a 3-stage shared-memory staging ring."""
 
 import torch
 
@@ -9,7 +10,7 @@ dev = torch.device("cuda")
 gen = torch.Generator().manual_seed(3)
 import sys
 SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024))
-MS = (1, 13, 33)
+MS = (1, 13, 24, 33)
 if '--quick' in sys.argv:  # racecheck is slow: one clustered shape, two M
     SHAPES, MS = ((5120, 4096), (272, 1024)), (1, 33)
 for n, k in SHAPES:
@@ -26,6 +27,8 @@ for n, k in SHAPES:
             bias = torch.randn(n, generator=gen).to(torch.bfloat16).to(dev)
             fx.smallm_gemm(x, w, ws, False, bias)
             fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
+            if m <= 16:  # staged instances: a deeper ring than the default single stage
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 0, 3])
             q, s = fx.per1x128_quant(x, e8m0)
             fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
             qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)

@@ -58,7 +58,14 @@ enum GemmFlags : int32_t {
   kSkipEpilogue = 4,   // no cross-warp / cross-CTA reduction and no stores
   // Not diagnostic (the output is correct): no shared-memory staging, registers only (v4).
   kNoStaging = 8,
+  // Diagnostics: thread 0 of every CTA writes a record of global-timer stamps of its phases
+  // (kTimelineSlots words of 8 bytes, CTA (x, y, z) at record (z * gridDim.y + y) * gridDim.x + x)
+  // over the output, and no output value is stored. tools/gemm_timeline.py reads them back.
+  kTimeline = 16,
 };
+// Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
+// partials exchanged, end, and (%smid | rank << 32).
+constexpr int kTimelineSlots = 8;
 static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
@@ -252,7 +259,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
 
   // Staging ring: unit u into stage slot `stage` (one cp.async group, committed even when u is
   // past the end, so that "groups still in flight" counts the same in every iteration).
-  const int stages = a.smem_stages;
+  // Instances with many token tiles are compiled without staging (kMaxStagedTokenTiles).
+  const int stages = TOKEN_TILES <= kMaxStagedTokenTiles ? a.smem_stages : 0;
   const uint32_t ring = shared_address(smem + layout.ring_offset);
   auto stage_unit = [&](int u, int stage) {
     if (u < units) {
@@ -279,6 +287,21 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     unit.scale_bits = a.e8m0 ? (word >> (8 * (scale_index(u) & 3))) & 0xFFu : word;
   };
 
+  // Diagnostics (kTimeline): write one word of this CTA's record. Only after the previous grid
+  // has finished (the output's memory may have been its until then): the first two stamps are
+  // held in registers until then.
+  const bool timeline = (a.flags & kTimeline) != 0;
+  auto record_word = [&](int slot, unsigned long long value) {
+    if (!timeline || threadIdx.x != 0) return;
+    const int64_t record = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    if ((record + 1) * kTimelineSlots * 8 > int64_t(a.M) * a.N * 2) return;  // does not fit: dropped
+    static_cast<unsigned long long*>(a.out)[record * kTimelineSlots + slot] = value;
+  };
+  auto stamp = [&](int slot) {
+    if (timeline) record_word(slot, global_timer_ns());
+  };
+  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
+
   // Announce this CTA to its cluster now; the matching wait comes before the first write into a
   // peer's shared memory (step 4), by when every peer has long started.
   if (a.k_split > 1) cluster_arrive_relaxed();
@@ -295,9 +318,14 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     if (d < units) issue_unit(d, regs[d]);
   for (int st = 0; st < stages; ++st) stage_unit(DEPTH + st, st);
   allow_next_grid_launch();
+  const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
 
   // 2. The activations come from the previous kernel.
   wait_for_previous_grid();
+  stamp(2);
+  record_word(0, entry_ns);
+  record_word(1, issued_ns);
+  record_word(kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
   const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
   if (a.flags & kSkipPrologue) {
     // diagnostics: leave the activation buffer as it is
@@ -309,6 +337,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   }
   zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
   __syncthreads();
+  stamp(3);
 
   // 3. Stream.
   float4 acc[TOKEN_TILES];
@@ -401,8 +430,10 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   }
   __syncthreads();
+  stamp(4);
   if (a.flags & kSkipEpilogue) {
     if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
+    stamp(6);
     return;
   }
 
@@ -435,6 +466,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   } else {
     __syncthreads();
   }
+  stamp(5);
 
   // 5. Finish the owned tiles: ranks in order, bias, round, store.
   const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
@@ -446,6 +478,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     const int64_t o = int64_t(m_begin + m) * a.N + n;
+    if (timeline) continue;  // the output holds the timeline records
     if (a.out_is_fp16) {
       if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
       static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
@@ -454,6 +487,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
       static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
     }
   }
+  stamp(6);
 }
 
 }  // namespace sgl_fp8::sm90
