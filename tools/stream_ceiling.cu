@@ -1,0 +1,356 @@
+// Streaming-ceiling kernels for tools/stream_ceiling.py.
+//
+// Question answered: how fast can *any* kernel on this GPU read a decode GEMM's weight bytes
+// once, cold, when launched back to back the way our fused GEMM is (CUDA graph, programmatic
+// dependent launch)? These kernels do nothing but read: each CTA streams one contiguous,
+// balanced slice of the buffer and folds what it read into a checksum, so the time they take
+// is a practical ceiling for the fused kernel's weight stream (which has the same bytes, the
+// same launch pattern, and real work on top).
+//
+// Two ways to read:
+//   ldg  : every thread keeps D independent 16-byte loads in flight
+//          (ld.global.nc.L1::no_allocate.L2::256B, the same instruction the fused kernel streams
+//          its weight with), coalesced across the warp.
+//   bulk : one thread per CTA drives the TMA unit: cp.async.bulk global -> shared into a ring of
+//          `stages` slots, one mbarrier per slot; the register file is not involved at all.
+//
+// Both follow the fused kernel's PDL shape: allow the next grid to launch at entry, put the
+// first window of loads in flight (the weight never depends on the previous kernel), then
+// griddepcontrol.wait, then stream the rest; the only global write (out[blockIdx.x]) comes
+// after the wait. Without the PDL launch attribute the griddepcontrol instructions are no-ops.
+//
+// Plain CUDA, no torch headers: built by the .py with
+//   nvcc -O3 -arch=sm_90a -shared -Xcompiler -fPIC -o stream_ceiling.so tools/stream_ceiling.cu
+// and called through ctypes. Every host entry point returns a cudaError_t as int (0 = success).
+//
+// Assumptions (checked on the host side): bytes % 16 == 0 and buf 16-byte aligned (the .py
+// passes 256-byte aligned slices of one torch allocation).
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int kLdgThreads = 256;
+constexpr int kBulkThreads = 32;      // only thread 0 works; one warp keeps the CTA small
+constexpr int kMaxStages = 32;        // mbarriers are static shared memory
+constexpr int kMaxRingBytes = 200 * 1024;
+
+// ---- PTX wrappers -----------------------------------------------------------------------------
+
+// 16-byte streaming load: read-only path, not kept in L1, 256-byte L2 prefetch hint.
+// `volatile` keeps every load even though the compiler could not otherwise see a use it cannot
+// drop; the fold below also feeds the output, so the data is genuinely consumed.
+__device__ __forceinline__ uint4 load_stream_16B(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Make the mbarrier initializations visible to the async proxy (the TMA unit that will
+// complete transactions on them) before the first bulk copy is issued.
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Arrive once (the barrier's expected count is 1) and announce `bytes` of incoming transactions:
+// the phase completes when the bulk copy has delivered that many bytes.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// One non-blocking probe of phase `parity`; the caller loops (try_wait itself may suspend the
+// thread for a bounded time, so the loop does not spin hot).
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
+  }
+}
+
+// TMA bulk copy global -> this CTA's shared memory, completing `bytes` transactions on `bar`.
+// A non-cluster launch is a cluster of one, so a shared::cta address is a valid shared::cluster
+// address. dst/src 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// Order this thread's earlier generic-proxy reads of a ring slot before the async-proxy
+// (TMA) write that refills it.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// ---- work split ----------------------------------------------------------------------------
+
+// CTA b of `grid` gets the 16-byte units [begin, end): contiguous, sizes differ by at most one.
+__device__ __forceinline__ void cta_slice(long long units, long long& begin, long long& end) {
+  const long long grid = gridDim.x, b = blockIdx.x;
+  begin = units / grid * b + min(b, units % grid);
+  end = begin + units / grid + (b < units % grid ? 1 : 0);
+}
+
+__device__ __forceinline__ uint32_t fold4(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
+
+// ---- ldg variant ---------------------------------------------------------------------------
+
+// Load one window: D loads per thread, load d of thread t at unit pos + d * 256 + t, so each
+// warp instruction reads 512 consecutive bytes. GUARDED windows (a CTA's last, partial one)
+// skip units at or past `end`.
+template <int D, bool GUARDED>
+__device__ __forceinline__ void load_window(const uint4* buf, long long pos, long long end, uint4 (&v)[D]) {
+#pragma unroll
+  for (int d = 0; d < D; ++d) {
+    const long long u = pos + d * kLdgThreads + threadIdx.x;
+    if (!GUARDED || u < end) {
+      v[d] = load_stream_16B(buf + u);
+    } else {
+      v[d] = make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+}
+
+template <int D>
+__device__ __forceinline__ uint32_t fold_window(const uint4 (&v)[D]) {
+  uint32_t acc = 0;
+#pragma unroll
+  for (int d = 0; d < D; ++d) acc ^= fold4(v[d]);
+  return acc;
+}
+
+// out[blockIdx.x] = XOR of every 32-bit word of the CTA's slice (host can verify it).
+template <int D>
+__global__ void __launch_bounds__(kLdgThreads) stream_ldg_kernel(const uint4* __restrict__ buf, long long units,
+                                                                  uint32_t* __restrict__ out) {
+  pdl_launch_dependents();
+
+  long long begin, end;
+  cta_slice(units, begin, end);
+  constexpr long long kWindow = (long long)D * kLdgThreads;  // units per CTA-wide window
+
+  // First window in flight before waiting on the previous grid, as the fused kernel does.
+  uint4 v[D];
+  long long pos = begin;
+  if (pos + kWindow <= end) {
+    load_window<D, false>(buf, pos, end, v);
+  } else {
+    load_window<D, true>(buf, pos, end, v);
+  }
+  pdl_wait();
+  uint32_t acc = fold_window<D>(v);
+  pos += kWindow;
+
+  // Steady state: full windows without bounds checks, then at most one partial window.
+  for (; pos + kWindow <= end; pos += kWindow) {
+    load_window<D, false>(buf, pos, end, v);
+    acc ^= fold_window<D>(v);
+  }
+  if (pos < end) {
+    load_window<D, true>(buf, pos, end, v);
+    acc ^= fold_window<D>(v);
+  }
+
+  // Block-wide XOR: one reduction per warp, eight partials through shared memory.
+  __shared__ uint32_t warp_fold[kLdgThreads / 32];
+  acc = __reduce_xor_sync(0xffffffffu, acc);
+  if ((threadIdx.x & 31) == 0) warp_fold[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t total = 0;
+#pragma unroll
+    for (int w = 0; w < kLdgThreads / 32; ++w) total ^= warp_fold[w];
+    out[blockIdx.x] = total;  // after pdl_wait: never races the previous grid
+  }
+}
+
+// ---- bulk (TMA) variant ----------------------------------------------------------------------
+
+// out[blockIdx.x] = XOR over the CTA's chunks of each chunk's first 32-bit word (the host can
+// verify it). The CTA's slice is cut into chunks of `chunk` bytes, the last one shorter; every
+// chunk is a multiple of 16 bytes because the slice is in 16-byte units. Chunk j goes to slot
+// j % stages; slot and barrier phase are tracked incrementally (no 64-bit division in the loop:
+// thread 0's loop is the critical path of this variant).
+__global__ void __launch_bounds__(kBulkThreads) stream_bulk_kernel(const uint8_t* __restrict__ buf, long long units,
+                                                                    uint32_t* __restrict__ out, int chunk,
+                                                                    int stages) {
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t bars[kMaxStages];
+
+  // Every thread triggers (a CTA counts as triggered once its threads have triggered or exited).
+  pdl_launch_dependents();
+  if (threadIdx.x != 0) return;
+
+  long long begin_u, end_u;
+  cta_slice(units, begin_u, end_u);
+  const long long begin = begin_u * 16, end = end_u * 16;
+
+  const uint32_t ring_base = smem_addr(ring);
+  const uint32_t bar_base = smem_addr(bars);
+  for (int s = 0; s < stages; ++s) mbar_init(bar_base + 8u * s, 1);
+  mbar_init_fence();
+
+  // Bulk-copy the chunk at byte offset `off` into `slot` (announcing its size on the slot's barrier).
+  auto issue = [&](int slot, long long off) {
+    const uint32_t size = uint32_t(min((long long)chunk, end - off));
+    const uint32_t bar = bar_base + 8u * uint32_t(slot);
+    mbar_arrive_expect_tx(bar, size);
+    bulk_copy_g2s(ring_base + uint32_t(slot) * uint32_t(chunk), buf + off, size, bar);
+  };
+
+  // First window: fill the whole ring before waiting on the previous grid.
+  long long next = begin;  // byte offset of the next chunk to issue
+  for (int s = 0; s < stages && next < end; ++s, next += chunk) issue(s, next);
+  pdl_wait();
+
+  uint32_t acc = 0;
+  int slot = 0;
+  uint32_t phase = 0;  // parity of the slot's current fill: flips each time the ring wraps
+  for (long long off = begin; off < end; off += chunk) {
+    mbar_wait(bar_base + 8u * uint32_t(slot), phase);
+    acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(slot) * size_t(chunk));
+    if (next < end) {  // refill the slot just consumed with the chunk one ring ahead
+      fence_proxy_async_smem();
+      issue(slot, next);
+      next += chunk;
+    }
+    if (++slot == stages) {
+      slot = 0;
+      phase ^= 1u;
+    }
+  }
+  out[blockIdx.x] = acc;  // after pdl_wait: never races the previous grid
+}
+
+// ---- launch helpers --------------------------------------------------------------------------
+
+cudaLaunchConfig_t make_config(int grid, int block, size_t smem, int pdl, void* stream,
+                               cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(grid), 1, 1);
+  config.blockDim = dim3(unsigned(block), 1, 1);
+  config.dynamicSmemBytes = smem;
+  config.stream = static_cast<cudaStream_t>(stream);
+  config.attrs = attr;
+  config.numAttrs = 0;
+  if (pdl) {
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    config.numAttrs = 1;
+  }
+  return config;
+}
+
+bool valid_common(const void* buf, long long bytes, const void* out, int sms, int ctas_per_sm) {
+  return buf != nullptr && out != nullptr && bytes > 0 && bytes % 16 == 0 &&
+         (reinterpret_cast<uintptr_t>(buf) & 15) == 0 && sms > 0 && ctas_per_sm > 0 &&
+         (long long)sms * ctas_per_sm <= (1LL << 20);
+}
+
+template <int D>
+int launch_ldg(const void* buf, long long bytes, void* out, int grid, int pdl, void* stream) {
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = make_config(grid, kLdgThreads, 0, pdl, stream, &attr);
+  return int(cudaLaunchKernelEx(&config, stream_ldg_kernel<D>, static_cast<const uint4*>(buf), bytes / 16,
+                                static_cast<uint32_t*>(out)));
+}
+
+}  // namespace
+
+extern "C" {
+
+// ldg variant: grid = sms * ctas_per_sm CTAs of 256 threads, `depth` (2, 4, 8 or 16) 16-byte
+// loads in flight per thread. `out` holds one uint32 per CTA.
+int stream_ceiling_ldg(const void* buf, long long bytes, void* out, int sms, int ctas_per_sm, int depth, int pdl,
+                       void* stream) {
+  if (!valid_common(buf, bytes, out, sms, ctas_per_sm)) return int(cudaErrorInvalidValue);
+  const int grid = sms * ctas_per_sm;
+  switch (depth) {
+    case 2: return launch_ldg<2>(buf, bytes, out, grid, pdl, stream);
+    case 4: return launch_ldg<4>(buf, bytes, out, grid, pdl, stream);
+    case 8: return launch_ldg<8>(buf, bytes, out, grid, pdl, stream);
+    case 16: return launch_ldg<16>(buf, bytes, out, grid, pdl, stream);
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
+// bulk variant: grid = sms * ctas_per_sm CTAs of 32 threads, a ring of `stages` slots of `chunk`
+// bytes (chunk a multiple of 16, stages <= 32, ring <= 200 KiB) of dynamic shared memory.
+int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, int ctas_per_sm, int chunk, int stages,
+                        int pdl, void* stream) {
+  if (!valid_common(buf, bytes, out, sms, ctas_per_sm)) return int(cudaErrorInvalidValue);
+  if (chunk <= 0 || chunk % 16 != 0 || stages <= 0 || stages > kMaxStages ||
+      (long long)chunk * stages > kMaxRingBytes)
+    return int(cudaErrorInvalidValue);
+  const int ring = chunk * stages;
+  // Opting in to more than 48 KiB of dynamic shared memory is a per-function attribute; it is a
+  // host-side setting (no stream work), so it is also fine while a graph is being captured.
+  // Raise it once to the largest ring this tool allows.
+  static bool opted_in = false;
+  if (!opted_in) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(stream_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
+    if (e != cudaSuccess) return int(e);
+    opted_in = true;
+  }
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = make_config(sms * ctas_per_sm, kBulkThreads, size_t(ring), pdl, stream, &attr);
+  return int(cudaLaunchKernelEx(&config, stream_bulk_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
+                                static_cast<uint32_t*>(out), chunk, stages));
+}
+
+// How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record
+// whether the requested ctas_per_sm actually co-reside. variant 0 = ldg (param = depth),
+// 1 = bulk (param = ring bytes).
+int stream_ceiling_occupancy(int variant, int param, int* blocks_per_sm) {
+  if (blocks_per_sm == nullptr) return int(cudaErrorInvalidValue);
+  if (variant == 0) {
+    switch (param) {
+      case 2: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<2>, kLdgThreads, 0));
+      case 4: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<4>, kLdgThreads, 0));
+      case 8: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<8>, kLdgThreads, 0));
+      case 16: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<16>, kLdgThreads, 0));
+      default: return int(cudaErrorInvalidValue);
+    }
+  }
+  if (variant == 1) {
+    if (param <= 0 || param > kMaxRingBytes) return int(cudaErrorInvalidValue);
+    const cudaError_t e =
+        cudaFuncSetAttribute(stream_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
+    if (e != cudaSuccess) return int(e);
+    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_bulk_kernel, kBulkThreads,
+                                                             size_t(param)));
+  }
+  return int(cudaErrorInvalidValue);
+}
+
+const char* stream_ceiling_error_string(int code) { return cudaGetErrorString(cudaError_t(code)); }
+
+}  // extern "C"

@@ -1,0 +1,350 @@
+"""How fast can *any* kernel on this GPU stream a decode GEMM's weight bytes, cold, read once?
+
+`python -m sglang_fp8ext bench` compares the fused GEMM with a bandwidth floor: the op's bytes
+over the device-to-device copy bandwidth. A copy kernel is not what the fused kernel does,
+though: the fused kernel only *reads* its weight, in one short launch of a few microseconds,
+back to back with its neighbours under programmatic dependent launch (PDL). This tool measures
+the ceiling that matters: read-only streaming kernels (tools/stream_ceiling.cu), timed exactly the
+way bench times the fused kernel (median us per launch over CUDA-graph replays of one launch per
+rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 TP4 shape.
+
+    floor/us close to 1: plain reading reaches copy bandwidth at this size, so the floor is fair;
+    floor/us well below 1: no kernel reaches the floor at this size (launch, ramp-up and tail
+    cost), and the best figure here is the realistic target for the fused kernel.
+
+Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
+    python tools/stream_ceiling.py --out DIR [--quick] [--replays 20]
+Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
+so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CU_SOURCE = os.path.join(REPO, "tools", "stream_ceiling.cu")
+if REPO not in sys.path:  # `sglang_fp8ext.bench` without PYTHONPATH too
+    sys.path.insert(0, REPO)
+
+KIB = 1024
+MIN_COPIES = 24  # as bench: at least 24 rotated copies ...
+L2_MULTIPLE = 3  # ... and at least 3x L2 in total, so every launch reads cold weights
+DEFAULT_L2 = 50 * 1000 * 1000
+HANG_TIMEOUT_S = 20.0  # an eager check launch that has not finished by then is a hang
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---- variants ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    kind: str  # "ldg" or "bulk"
+    params: Dict[str, int]
+    pdl: int = 1
+
+    @property
+    def name(self) -> str:
+        p = self.params
+        if self.kind == "ldg":
+            text = f"ldg D={p['depth']} ctas/SM={p['ctas_per_sm']}"
+        else:
+            text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
+                    f"ctas/SM={p['ctas_per_sm']}")
+        return text + ("" if self.pdl else " no-PDL")
+
+
+def all_variants() -> List[Variant]:
+    variants = [Variant("ldg", {"depth": d, "ctas_per_sm": c}) for d in (2, 4, 8, 16) for c in (1, 2, 4)]
+    variants.append(Variant("ldg", {"depth": 8, "ctas_per_sm": 2}, pdl=0))
+    for chunk in (8 * KIB, 16 * KIB, 32 * KIB):
+        for ring in (64 * KIB, 128 * KIB, 192 * KIB):
+            variants.append(Variant("bulk", {"chunk": chunk, "stages": ring // chunk, "ctas_per_sm": 1}))
+    variants.append(Variant("bulk", {"chunk": 16 * KIB, "stages": 6, "ctas_per_sm": 2}))
+    variants.append(Variant("bulk", {"chunk": 16 * KIB, "stages": 8, "ctas_per_sm": 1}, pdl=0))
+    return variants
+
+
+def quick_variants() -> List[Variant]:
+    return [
+        Variant("ldg", {"depth": 8, "ctas_per_sm": 2}),
+        Variant("ldg", {"depth": 8, "ctas_per_sm": 2}, pdl=0),
+        Variant("bulk", {"chunk": 16 * KIB, "stages": 8, "ctas_per_sm": 1}),
+        Variant("bulk", {"chunk": 16 * KIB, "stages": 8, "ctas_per_sm": 1}, pdl=0),
+    ]
+
+
+# ---- build and load the kernels ----------------------------------------------------------------------
+
+
+def find_nvcc() -> str:
+    candidates = []
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc"))
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    on_path = shutil.which("nvcc")
+    if on_path:
+        candidates.append(on_path)
+    for path in candidates:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError("nvcc not found (looked at $CUDA_HOME/bin, /usr/local/cuda/bin and PATH)")
+
+
+def build_library(out_dir: str) -> str:
+    so = os.path.join(out_dir, "stream_ceiling.so")
+    cmd = [find_nvcc(), "-O3", "-arch=sm_90a", "-shared", "-Xcompiler", "-fPIC", "-o", so, CU_SOURCE]
+    progress("building: " + " ".join(cmd))
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"nvcc failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return so
+
+
+class Kernels:
+    """ctypes view of the extern "C" entry points; every launch's cudaError_t is checked."""
+
+    def __init__(self, so_path: str):
+        lib = ctypes.CDLL(so_path)
+        p, ll, i = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
+        lib.stream_ceiling_ldg.argtypes = [p, ll, p, i, i, i, i, p]
+        lib.stream_ceiling_ldg.restype = i
+        lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
+        lib.stream_ceiling_bulk.restype = i
+        lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
+        lib.stream_ceiling_occupancy.restype = i
+        lib.stream_ceiling_error_string.argtypes = [i]
+        lib.stream_ceiling_error_string.restype = ctypes.c_char_p
+        self.lib = lib
+
+    def check(self, code: int, what: str) -> None:
+        if code != 0:
+            message = self.lib.stream_ceiling_error_string(code).decode()
+            raise RuntimeError(f"{what}: CUDA error {code} ({message})")
+
+    def launch(self, v: Variant, buf_ptr: int, nbytes: int, out_ptr: int, sms: int) -> None:
+        # The stream is read at call time: inside torch.cuda.graph() it is the capturing stream,
+        # so the launch lands in the graph exactly like the fused op's does in bench.
+        stream = torch.cuda.current_stream().cuda_stream
+        p = v.params
+        if v.kind == "ldg":
+            code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
+                                               stream)
+        else:
+            code = self.lib.stream_ceiling_bulk(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["chunk"],
+                                                p["stages"], v.pdl, stream)
+        self.check(code, f"launch of {v.name}")
+
+    def blocks_per_sm(self, v: Variant) -> int:
+        """CTAs of this variant that fit on one SM at once (is ctas_per_sm really co-resident?)."""
+        n = ctypes.c_int(0)
+        if v.kind == "ldg":
+            code = self.lib.stream_ceiling_occupancy(0, v.params["depth"], ctypes.byref(n))
+        else:
+            code = self.lib.stream_ceiling_occupancy(1, v.params["chunk"] * v.params["stages"], ctypes.byref(n))
+        self.check(code, f"occupancy of {v.name}")
+        return n.value
+
+
+# ---- expected fold values (the kernels' checksums, recomputed on the host) -----------------------
+
+
+def cta_slices(units: int, grid: int):
+    """The kernels' split: CTA b reads 16-byte units [begin, end), contiguous and balanced."""
+    base, extra = divmod(units, grid)
+    for b in range(grid):
+        begin = base * b + min(b, extra)
+        yield begin, begin + base + (1 if b < extra else 0)
+
+
+def expected_fold(v: Variant, words, nbytes: int, grid: int):
+    """ldg: XOR of every 32-bit word of the CTA's slice; bulk: XOR of the first word of each of
+    the CTA's chunks. `words` is the copy's bytes as a numpy uint32 array."""
+    import numpy as np
+
+    out = np.zeros(grid, dtype=np.uint32)
+    for b, (begin, end) in enumerate(cta_slices(nbytes // 16, grid)):
+        if v.kind == "ldg":
+            out[b] = np.bitwise_xor.reduce(words[4 * begin:4 * end]) if end > begin else 0
+        else:
+            starts = np.arange(16 * begin, 16 * end, v.params["chunk"]) // 4
+            out[b] = np.bitwise_xor.reduce(words[starts]) if len(starts) else 0
+    return out
+
+
+def wait_or_die(what: str) -> None:
+    """Synchronize, but turn a hang (e.g. an mbarrier wait that never completes) into a clear
+    message and exit instead of blocking forever; a fault surfaces as an exception here."""
+    event = torch.cuda.Event()
+    event.record()
+    deadline = time.monotonic() + HANG_TIMEOUT_S
+    while not event.query():
+        if time.monotonic() > deadline:
+            print(f"error: {what} did not finish within {HANG_TIMEOUT_S:.0f} s (hang); aborting", flush=True)
+            os._exit(3)
+        time.sleep(0.001)
+    torch.cuda.synchronize()
+
+
+# ---- measurement -------------------------------------------------------------------------------------
+
+
+def weight_bytes(n: int, k: int) -> int:
+    """FP8 weight + fp32 block scales (one per 128x128 block), rounded up to 16 bytes."""
+    nbytes = n * k + 4 * ((n + 127) // 128) * (k // 128)
+    return (nbytes + 15) // 16 * 16
+
+
+def copies_for(nbytes: int, l2_bytes: int) -> int:
+    return max(MIN_COPIES, math.ceil(L2_MULTIPLE * l2_bytes / nbytes))
+
+
+def run(args) -> dict:
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, measure_copy_bandwidth, time_in_graph
+
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
+    variants = quick_variants() if args.quick else all_variants()
+
+    tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
+    kernels = Kernels(build_library(tmp))
+    fits = {v.name: kernels.blocks_per_sm(v) for v in variants}
+    for v in variants:
+        if fits[v.name] < v.params["ctas_per_sm"]:
+            progress(f"note: {v.name}: only {fits[v.name]} CTA(s) fit per SM; the grid runs in waves")
+
+    progress(f"measuring device-to-device copy bandwidth on {torch.cuda.get_device_name()} ...")
+    copy_tbps = measure_copy_bandwidth(device)
+    progress(f"copy bandwidth: {copy_tbps:.2f} TB/s, {sms} SMs, L2 {l2_bytes / 1e6:.1f} MB")
+
+    # One pool holds the rotated copies for every shape (each copy starts 256-byte aligned), so
+    # memory is allocated and randomized once. Random bytes, never an all-zero buffer: zeros time
+    # unrealistically (as bench notes) and would make the checksum check below prove nothing.
+    plan = []
+    for n, k in QWEN_TP4_SHAPES:
+        nbytes = weight_bytes(n, k)
+        stride = (nbytes + 255) // 256 * 256
+        plan.append((n, k, nbytes, stride, copies_for(nbytes, l2_bytes)))
+    pool_bytes = max(stride * copies for _, _, _, stride, copies in plan)
+    generator = torch.Generator(device=device).manual_seed(0)
+    pool = torch.randint(0, 256, (pool_bytes,), dtype=torch.uint8, device=device, generator=generator)
+    max_grid = sms * max(v.params["ctas_per_sm"] for v in variants)
+    out = torch.zeros(max_grid, dtype=torch.int32, device=device)  # one uint32 fold per CTA
+    base_ptr, out_ptr = pool.data_ptr(), out.data_ptr()
+
+    rows = []
+    total, done = len(plan) * len(variants), 0
+    started = time.monotonic()
+    for n, k, nbytes, stride, copies in plan:
+        floor_us = nbytes / copy_tbps / 1e6
+        words = pool[:nbytes].cpu().numpy().view("<u4")  # copy 0, for the checksum check
+        for v in variants:
+            done += 1
+            grid = sms * v.params["ctas_per_sm"]
+            # Eager check on copy 0: surfaces launch errors, faults and hangs before a graph is
+            # captured, and proves the kernel read what it should (its fold matches the host's).
+            out.zero_()
+            kernels.launch(v, base_ptr, nbytes, out_ptr, sms)
+            wait_or_die(f"{v.name} on N={n} K={k}")
+            got = out[:grid].cpu().numpy().view("<u4")
+            fold_ok = bool((got == expected_fold(v, words, nbytes, grid)).all())
+            if not fold_ok:
+                progress(f"  WARNING: {v.name}: checksum differs from the host's: the kernel did not read "
+                         f"exactly the buffer")
+            calls = [lambda i=i, v=v: kernels.launch(v, base_ptr + i * stride, nbytes, out_ptr, sms)
+                     for i in range(copies)]
+            us = time_in_graph(calls, args.replays)
+            rows.append({
+                "N": n, "K": k, "bytes": nbytes, "variant": v.name, "kind": v.kind,
+                "params": dict(v.params, grid=grid, ctas_fit_per_sm=fits[v.name]),
+                "pdl": v.pdl, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
+                "fold_ok": fold_ok, "copies": copies,
+            })
+            progress(f"[{done}/{total}] N={n} K={k} {v.name}: {us:.2f} us (floor {floor_us:.2f}, "
+                     f"floor/us {floor_us / us:.3f})")
+        del words
+    progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
+    del pool, out
+    torch.cuda.empty_cache()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "git": git_commit(),
+        "copy_TBps": copy_tbps,
+        "l2_bytes": l2_bytes,
+        "sms": sms,
+        "replays": args.replays,
+        "rows": rows,
+    }
+
+
+def print_tables(result: dict) -> None:
+    print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}  "
+          f"copy {result['copy_TBps']:.2f} TB/s  L2 {result['l2_bytes'] / 1e6:.1f} MB  "
+          f"(median of {result['replays']} graph replays, cold rotated copies)")
+    shapes = []
+    for r in result["rows"]:
+        if (r["N"], r["K"]) not in shapes:
+            shapes.append((r["N"], r["K"]))
+    for n, k in shapes:
+        sel = sorted((r for r in result["rows"] if (r["N"], r["K"]) == (n, k)), key=lambda r: r["us"])
+        print(f"\nN={n} K={k}: {sel[0]['bytes'] / 1e6:.2f} MB weight + fp32 scales, {sel[0]['copies']} copies")
+        header = f"{'variant':<40} {'us':>8} {'floor_us':>9} {'floor/us':>9} {'TB/s':>6}  check"
+        print(header)
+        print("-" * len(header))
+        for r in sel:
+            print(f"{r['variant']:<40} {r['us']:>8.2f} {r['floor_us']:>9.2f} {r['floor_over_us']:>9.3f} "
+                  f"{r['bytes'] / r['us'] / 1e6:>6.2f}  {'ok' if r['fold_ok'] else 'MISMATCH'}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="directory for stream_ceiling.json")
+    parser.add_argument("--quick", action="store_true", help="4 variants instead of the full sweep")
+    parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="build and load the kernels, then exit (no GPU needed)")
+    args = parser.parse_args(argv)
+
+    if args.compile_only:
+        with tempfile.TemporaryDirectory(prefix="stream_ceiling_") as tmp:
+            Kernels(build_library(tmp))
+        print("stream_ceiling: kernels built and loaded")
+        return 0
+    if not torch.cuda.is_available():
+        print("stream_ceiling: no CUDA device here; this tool measures the GPU only (run it on the GPU "
+              "machine). Nothing measured, nothing written.")
+        return 0
+
+    os.makedirs(args.out, exist_ok=True)
+    result = run(args)
+    print_tables(result)
+    path = os.path.join(args.out, "stream_ceiling.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
