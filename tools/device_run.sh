@@ -51,12 +51,12 @@ for step in "$@"; do
       ;;
     memcheck)
       say "compute-sanitizer memcheck"
-      compute-sanitizer --tool memcheck --error-exitcode 9 $PY tools/sanitize_smoke.py >"$OUT/memcheck.txt" 2>&1
+      timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $PY tools/sanitize_smoke.py >"$OUT/memcheck.txt" 2>&1
       echo "rc=$?"; tail -2 "$OUT/memcheck.txt"
       ;;
     racecheck)
       say "compute-sanitizer racecheck (quick)"
-      compute-sanitizer --tool racecheck --error-exitcode 9 $PY tools/sanitize_smoke.py --quick >"$OUT/racecheck.txt" 2>&1
+      timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $PY tools/sanitize_smoke.py --quick >"$OUT/racecheck.txt" 2>&1
       echo "rc=$?"; tail -2 "$OUT/racecheck.txt"
       ;;
     bench)
