@@ -11,8 +11,11 @@ fp8_block_linear uses.
 
 Candidates: the fused kernel with its own plan; the fused kernel forced to k_split in
 {plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2} (config [k_split, 0, 0, blocks_per_sm, 0];
-k_split above K/128 is skipped, a configuration the kernel cannot plan is rejected); the plan
-without its shared-memory staging stage ([0, 0, 0, 0, 8]) and with two ([0, 0, 0, 0, 0, 2]);
+k_split above K/128 is skipped, a configuration the kernel cannot plan is rejected; for M <= 16
+k_split 1-2 force the ring kernel's cluster, 4-8 fall to the register kernel); the plan without
+the register kernel's staging stage ([0, 0, 0, 0, 8]), with two ring / staging stages
+([0, 0, 0, 0, 0, 2]), the register kernel where the ring kernel is the default
+([0, 0, 0, 0, 32]) and spread clusters ([0, 0, 0, 0, 64]);
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.
@@ -34,7 +37,8 @@ from .bench import git_commit, make_weight, parse_shapes, progress, time_in_grap
 DEFAULT_MS = (1, 2, 4, 8, 16, 32)
 K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
 BLOCKS_PER_SM = (0, 2)  # 0: one CTA per SM (the plan), 2: two (no room left for the next launch)
-STAGING = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2))  # sm_90: no staging stage / two stages
+# sm_90: no staging stage / two stages / the register kernel / spread clusters (bench.DIAGNOSTIC_CONFIGS)
+ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64))
 TOLERANCE = 4e-3  # SPEC §3.4, relative per row
 MIN_COPIES = 24
 MIN_REPLAYS = 20
@@ -55,7 +59,7 @@ def candidates(dev: dispatch.DeviceInfo, n: int, k: int, e8m0: bool) -> List[Can
             if ks or bps:
                 config = (ks, 0, 0, bps, 0)
                 out.append(Candidate("fused" + json.dumps(list(config)).replace(" ", ""), "fused", config))
-    for config in STAGING:
+    for config in ENGINE_VARIANTS:
         out.append(Candidate("fused" + json.dumps(list(config)).replace(" ", ""), "fused", config))
     if dispatch.scaled_mm_eligible(dev, n, k, e8m0=e8m0, shuffled=False):
         out.append(Candidate("scaled_mm", "scaled_mm", None))

@@ -220,12 +220,85 @@ static void check_plans() {
   }
 }
 
+// Ring kernel: the bulk copies put global row r's K slice at r * ring_row_stride (plain) or the
+// tile's contiguous blocks as they are (shuffled); each lane's pieces at ring_lane_offset +
+// lb * ring_block_stride must be the SPEC bytes the register kernel's lane reads for that unit,
+// and (plain) the 8 lanes of each quarter-warp must read 8 different 16-byte bank groups.
+static void check_ring() {
+  for (bool shuffled : {false, true}) {
+    for (long long K : {256LL, 1024LL, 4096LL, 7168LL}) {
+      const long long KB = K / 128;
+      for (int S : {1, 2}) {
+        const int max_blocks = int((KB + S - 1) / S);
+        for (int rank = 0; rank < S; ++rank) {
+          const long long kb0 = rank * KB / S, nblocks = (rank + 1) * KB / S - kb0;
+          const long long tile = 3;
+          // where the bulk copies put global byte (tile row r, K byte kk of the slice)
+          auto smem_of = [&](long long r, long long kk) {
+            if (shuffled) return spec_offset(16 * tile + r, 128 * kb0 + kk, K, true) - (tile * 16 * K + kb0 * 2048);
+            return r * ring_row_stride(max_blocks) + kk;
+          };
+          for (long long lb = 0; lb < nblocks; ++lb)
+            for (int lane = 0; lane < 32; ++lane)
+              for (int half = 0; half < 2; ++half)
+                for (int chunk = 0; chunk < 2; ++chunk) {
+                  const long long row = (lane >> 2) + 8 * half, k = unit_k_of(lane, chunk);
+                  const long long got = lb * ring_block_stride(shuffled) + ring_lane_offset(lane, half, chunk, max_blocks, shuffled);
+                  for (int j = 0; j < 16; j += 15)
+                    CHECK(got + j == smem_of(row, 128 * lb + k + j), "ring bytes: shuffled=%d K=%lld S=%d lb=%lld lane=%d",
+                          shuffled, K, S, lb, lane);
+                  CHECK(got + 16 <= ring_stage_bytes(max_blocks, shuffled) && got % 16 == 0, "ring piece outside the stage");
+                }
+          if (shuffled) continue;
+          for (int half = 0; half < 2; ++half)
+            for (int chunk = 0; chunk < 2; ++chunk)
+              for (int quarter = 0; quarter < 4; ++quarter) {
+                std::set<long long> groups;
+                for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane)
+                  groups.insert((ring_lane_offset(lane, half, chunk, max_blocks, false) / 16) % 8);
+                CHECK(groups.size() == 8, "ring bank conflict: K=%lld S=%d half=%d chunk=%d quarter=%d", K, S, half,
+                      chunk, quarter);
+              }
+        }
+      }
+    }
+  }
+  // Plans: SPEC §6 shapes at M <= 16 take the ring; coverage and memory as for the register plans.
+  const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
+                                 {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
+  for (const auto& s : shapes)
+    for (bool shuffled : {false, true})
+      for (long long M : {1LL, 8LL, 9LL, 16LL, 17LL}) {
+        const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
+        const GemmPlan plan = plan_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, GemmConfig{}, max_clusters);
+        if (M > 16) {
+          CHECK(plan.cost < 0 && !plan.ring, "ring plan for M=%lld", M);
+          continue;
+        }
+        // (2112x7168 at 16 tokens: 114 KB of activations per CTA leave room for one stage only,
+        // so the register kernel takes it.)
+        if (N >= 1024 && K >= 1024 && (M <= 8 || K <= 4096))
+          CHECK(plan.ring, "no ring plan for N=%lld K=%lld M=%lld", N, K, M);
+        if (!plan.ring) continue;
+        const GemmSmemLayout base(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, 8, plan.k_split);
+        const RingSmemLayout ring(base, plan.max_blocks_per_cta, shuffled, plan.smem_stages);
+        CHECK(ring.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "ring smem %lld", (long long)plan.smem_bytes);
+        CHECK(ring.ring_offset % 128 == 0 && ring.barrier_offset % 8 == 0, "ring alignment");
+        CHECK(plan.smem_stages >= 1 && plan.smem_stages <= plan.max_tiles_per_cta, "ring stages %d", plan.smem_stages);
+        CHECK(plan.warps_k == 8 && plan.warps_t == 1 && plan.k_split <= kMaxRingCluster, "ring warps/cluster");
+        CHECK(plan.row_groups * plan.k_split <= 132 && plan.chunks == 1, "ring grid");
+        CHECK(ceil_div(T, plan.row_groups) <= plan.max_tiles_per_cta && ceil_div(KB, plan.k_split) <= plan.max_blocks_per_cta,
+              "ring partition exceeds the plan's maxima");
+      }
+}
+
 int main() {
   check_weight_units();
   check_k_permutation();
   check_activation_smem();
   check_plans();
   check_staging();
+  check_ring();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -47,7 +47,7 @@ for step in "$@"; do
       ;;
     smoke)
       say "tools/gpu_smoke.py"
-      $PY tools/gpu_smoke.py >"$OUT/smoke.txt" 2>&1; echo "rc=$? fails=$(grep -c '^FAIL' "$OUT/smoke.txt")"
+      timeout 150 $PY tools/gpu_smoke.py >"$OUT/smoke.txt" 2>&1; echo "rc=$? fails=$(grep -c '^FAIL' "$OUT/smoke.txt")"; grep "^FAIL" "$OUT/smoke.txt" | head -12
       ;;
     memcheck)
       say "compute-sanitizer memcheck"

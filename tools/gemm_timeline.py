@@ -36,6 +36,9 @@ TIMELINE_FLAG = 16
 # [k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages] of the private configured op
 VARIANTS = {
     "default": [0, 0, 0, 0, TIMELINE_FLAG],
+    "register": [0, 0, 0, 0, TIMELINE_FLAG | 32],  # the register kernel where the ring kernel applies
+    "register_spread": [0, 0, 0, 0, TIMELINE_FLAG | 32 | 64],
+    "register_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 32 | 7],
     "no_staging": [0, 0, 0, 0, TIMELINE_FLAG | 8],
     "stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 7],  # no MMA, no prologue (epilogue still stamped)
     "no_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 2],
@@ -167,6 +170,11 @@ def main():
                                   for w, s in weights], 20)
         for name in args.variants.split(","):
             config = VARIANTS[name]
+            try:
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, weights[0][0], weights[0][1], False, None, config)
+            except RuntimeError as e:  # a forced configuration may not fit this shape
+                print(f"N={n} K={k} M={m} {name}: {str(e).splitlines()[0][:160]}", flush=True)
+                continue
             timed_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
                                       for w, s in weights], 20)
             summary = summarise(run_graph(x, weights, config, args.replays))

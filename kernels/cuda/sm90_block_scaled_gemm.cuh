@@ -62,6 +62,11 @@ enum GemmFlags : int32_t {
   // (kTimelineSlots words of 8 bytes, CTA (x, y, z) at record (z * gridDim.y + y) * gridDim.x + x)
   // over the output, and no output value is stored. tools/gemm_timeline.py reads them back.
   kTimeline = 16,
+  // Not diagnostic: take the register kernel even where the ring kernel (sm90_ring_gemm.cuh) applies.
+  kRegisterPipeline = 32,
+  // Not diagnostic: ask the scheduler to spread a cluster's CTAs over SMs
+  // (cudaClusterSchedulingPolicySpread).
+  kSpreadClusters = 64,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and (%smid | rank << 32).
@@ -201,16 +206,183 @@ struct WeightUnit {
   uint32_t scale_bits;      // the tile's 128x128 block scale for this K block (decode_scale_bits)
 };
 
+// ---- pieces shared by the register-pipeline kernel (below) and the ring kernel
+// (sm90_ring_gemm.cuh) -----------------------------------------------------------------------
+
+// Diagnostics (kTimeline): word `slot` of this CTA's timeline record, written over the output by
+// thread 0 (records that would not fit in the output are dropped). Stateless, so that it costs
+// no registers across the main loop.
+__device__ __forceinline__ void timeline_word(const GemmKernelArgs& a, int slot, unsigned long long value) {
+  if (!(a.flags & kTimeline) || threadIdx.x != 0) return;
+  const int64_t record = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if ((record + 1) * kTimelineSlots * 8 > int64_t(a.M) * a.N * 2) return;
+  static_cast<unsigned long long*>(a.out)[record * kTimelineSlots + slot] = value;
+}
+__device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot) {
+  if (a.flags & kTimeline) timeline_word(a, slot, global_timer_ns());
+}
+
+// The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
+// pre-quantized), padding tokens zeroed. No barrier: the caller synchronizes.
+template <int TOKEN_TILES, bool PREQUANT>
+__device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
+                                                      int tokens, int kb_begin, int nblocks, int rotation) {
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  if (a.flags & kSkipPrologue) {
+    // diagnostics: leave the activation buffer as it is
+  } else if constexpr (PREQUANT) {
+    copy_prequantized_slice<kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
+                                                  rotation);
+  } else {
+    quantize_activation_slice<kActivationBatch>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
+  }
+  zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
+}
+
+// One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
+// (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
+// acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
+template <int TOKEN_TILES, int CHAINS>
+__device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], const WeightUnit& unit, bool e8m0,
+                                                const uint8_t* act, const float* xs, int lb, int lane) {
+  static_assert(CHAINS == 1 || CHAINS == 2, "one chain, or one per 64-wide K half");
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  const int g = lane >> 2, q = lane & 3;
+  float4 p[CHAINS][TOKEN_TILES];
+#pragma unroll
+  for (int ch = 0; ch < CHAINS; ++ch)
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) p[ch][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    uint4 b[TOKEN_TILES][2];  // token 8t+g, K [unit_k_of, +16) as 8 f16 pairs
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) {
+      const int token = t * kTokensPerTile + g;
+      b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c)));
+      b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c) + 8));
+    }
+    const uint32_t lo[4] = {unit.bytes[c].x, unit.bytes[c].y, unit.bytes[c].z, unit.bytes[c].w};  // row g
+    const uint32_t hi[4] = {unit.bytes[2 + c].x, unit.bytes[2 + c].y, unit.bytes[2 + c].z,
+                            unit.bytes[2 + c].w};  // row g+8
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t a0 = cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu), a2 = cvt_e4m3x2_to_f16x2(lo[w] >> 16);
+      const uint32_t a1 = cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu), a3 = cvt_e4m3x2_to_f16x2(hi[w] >> 16);
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) {
+        const uint4& bb = b[t][w >> 1];
+        const uint32_t b0 = (w & 1) ? bb.z : bb.x, b1 = (w & 1) ? bb.w : bb.y;
+        mma_f16_16x8x16(p[CHAINS == 2 ? c : 0][t], a0, a1, a2, a3, b0, b1);
+      }
+    }
+  }
+  const float ws = decode_scale_bits(unit.scale_bits, e8m0);
+#pragma unroll
+  for (int t = 0; t < TOKEN_TILES; ++t) {
+    float4 pt = p[0][t];
+    if constexpr (CHAINS == 2) {
+      pt.x += p[1][t].x;
+      pt.y += p[1][t].y;
+      pt.z += p[1][t].z;
+      pt.w += p[1][t].w;
+    }
+    const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
+    const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+    acc[t].x += pt.x * f0;
+    acc[t].y += pt.y * f1;
+    acc[t].z += pt.z * f0;
+    acc[t].w += pt.w * f1;
+  }
+}
+
+// After a warp's last block of a tile: park its partial sums (slot [local_tile][wk]) and clear them.
+template <int TOKEN_TILES>
+__device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TILES], int local_tile, int warps_k,
+                                              int wk, int lane) {
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  const int g = lane >> 2, q = lane & 3;
+  float* dst = red + (local_tile * warps_k + wk) * kTileRows * kTokenPad;
+#pragma unroll
+  for (int t = 0; t < TOKEN_TILES; ++t) {
+    const int col = t * kTokensPerTile + 2 * q;
+    *reinterpret_cast<float2*>(dst + g * kTokenPad + col) = make_float2(acc[t].x, acc[t].y);
+    *reinterpret_cast<float2*>(dst + (g + 8) * kTokenPad + col) = make_float2(acc[t].z, acc[t].w);
+    acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// Epilogue, fixed order (bitwise reproducible, no atomics): sum the warps_k partials of each
+// tile in warp order, push the sum into the inbox of the cluster CTA that finishes the tile
+// (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
+// add the bias, round and store. Every thread of the CTA calls it (the barriers); only the
+// kGemmThreads `worker` threads move data. The caller has synchronized the CTA and, for
+// clusters, arrived on the cluster barrier at entry.
+template <int TOKEN_TILES>
+__device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
+                                                 int ntiles, int nblocks, int rank, int m_begin, int tokens,
+                                                 bool worker) {
+  namespace cg = cooperative_groups;
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (a.k_split > 1) cluster_wait();
+  const int active_wk = min(a.warps_k, nblocks);
+  const int tile_outputs = kTileRows * kTokenPad;
+  for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += kGemmThreads) {
+    const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
+    const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
+    float4 sum = *reinterpret_cast<const float4*>(slot);
+    for (int k = 1; k < active_wk; ++k) {
+      const float4 v = *reinterpret_cast<const float4*>(slot + k * tile_outputs);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    int owner = a.k_split - 1;
+    while (owner > 0 && owner * ntiles / a.k_split > local_tile) --owner;
+    const int owned_index = local_tile - owner * ntiles / a.k_split;
+    float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
+                 (owned_index * a.k_split + rank) * tile_outputs + within;
+    *reinterpret_cast<float4*>(dst) = sum;
+  }
+  if (a.k_split > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+  timeline_stamp(a, 5);
+
+  const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
+  const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
+  for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * tokens;
+       i += kGemmThreads) {
+    const int row = i % kTileRows, rest = i / kTileRows;
+    const int m = rest % tokens, owned = rest / tokens;
+    const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
+    float sum = slots[0];
+    for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
+    const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
+    const int64_t o = int64_t(m_begin + m) * a.N + n;
+    if (a.out_is_fp16) {
+      if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+      static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
+    } else {
+      if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+      static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
+    }
+  }
+  timeline_stamp(a, 6);
+}
+
 template <int TOKEN_TILES, bool PREQUANT, int DEPTH>
 __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const GemmKernelArgs a) {
-  namespace cg = cooperative_groups;
   extern __shared__ __align__(16) uint8_t smem[];
-  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
 
   const int rank = blockIdx.x;   // K slice within the cluster
   const int group = blockIdx.y;  // range of row tiles
   const int m_begin = blockIdx.z * kChunkTokens;
-  const int tokens = min(kTokenPad, a.M - m_begin);
+  const int tokens = min(TOKEN_TILES * kTokensPerTile, a.M - m_begin);
 
   const int tile_begin = int(int64_t(group) * a.tiles / gridDim.y);
   const int tile_end = int(int64_t(group + 1) * a.tiles / gridDim.y);
@@ -226,7 +398,6 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3;
   const int wk = warp % a.warps_k, wt = warp / a.warps_k;
   const int my_tiles = ntiles > wt ? (ntiles - wt + a.warps_t - 1) / a.warps_t : 0;
   const int my_blocks = nblocks > wk ? (nblocks - wk + a.warps_k - 1) / a.warps_k : 0;
@@ -287,23 +458,13 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     unit.scale_bits = a.e8m0 ? (word >> (8 * (scale_index(u) & 3))) & 0xFFu : word;
   };
 
-  // Diagnostics (kTimeline): write one word of this CTA's record. Only after the previous grid
-  // has finished (the output's memory may have been its until then): the first two stamps are
-  // held in registers until then.
+  // Diagnostics (kTimeline): the first two stamps are held in registers until the previous grid
+  // has finished (the output's memory may have been its until then).
   const bool timeline = (a.flags & kTimeline) != 0;
-  auto record_word = [&](int slot, unsigned long long value) {
-    if (!timeline || threadIdx.x != 0) return;
-    const int64_t record = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    if ((record + 1) * kTimelineSlots * 8 > int64_t(a.M) * a.N * 2) return;  // does not fit: dropped
-    static_cast<unsigned long long*>(a.out)[record * kTimelineSlots + slot] = value;
-  };
-  auto stamp = [&](int slot) {
-    if (timeline) record_word(slot, global_timer_ns());
-  };
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
 
   // Announce this CTA to its cluster now; the matching wait comes before the first write into a
-  // peer's shared memory (step 4), by when every peer has long started.
+  // peer's shared memory (reduce_and_store), by when every peer has long started.
   if (a.k_split > 1) cluster_arrive_relaxed();
 
   // 1. The weight never depends on the previous kernel: start streaming it, and let the next
@@ -322,80 +483,19 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
 
   // 2. The activations come from the previous kernel.
   wait_for_previous_grid();
-  stamp(2);
-  record_word(0, entry_ns);
-  record_word(1, issued_ns);
-  record_word(kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
+  timeline_stamp(a, 2);
+  timeline_word(a, 0, entry_ns);
+  timeline_word(a, 1, issued_ns);
+  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
   const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
-  if (a.flags & kSkipPrologue) {
-    // diagnostics: leave the activation buffer as it is
-  } else if constexpr (PREQUANT) {
-    copy_prequantized_slice<kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
-                                                  rotation);
-  } else {
-    quantize_activation_slice<kActivationBatch>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
-  }
-  zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
+  load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
   __syncthreads();
-  stamp(3);
+  timeline_stamp(a, 3);
 
   // 3. Stream.
   float4 acc[TOKEN_TILES];
 #pragma unroll
   for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-
-  auto consume_unit = [&](int u, const WeightUnit& unit) {
-    const int lb = unit_block(u) - kb_begin;
-    float4 p[TOKEN_TILES];
-#pragma unroll
-    for (int t = 0; t < TOKEN_TILES; ++t) p[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      uint4 b[TOKEN_TILES][2];  // token 8t+g, K [unit_k_of, +16) as 8 f16 pairs
-#pragma unroll
-      for (int t = 0; t < TOKEN_TILES; ++t) {
-        const int token = t * kTokensPerTile + g;
-        b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c)));
-        b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c) + 8));
-      }
-      const uint32_t lo[4] = {unit.bytes[c].x, unit.bytes[c].y, unit.bytes[c].z, unit.bytes[c].w};          // row g
-      const uint32_t hi[4] = {unit.bytes[2 + c].x, unit.bytes[2 + c].y, unit.bytes[2 + c].z, unit.bytes[2 + c].w};  // g+8
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const uint32_t a0 = cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu), a2 = cvt_e4m3x2_to_f16x2(lo[w] >> 16);
-        const uint32_t a1 = cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu), a3 = cvt_e4m3x2_to_f16x2(hi[w] >> 16);
-#pragma unroll
-        for (int t = 0; t < TOKEN_TILES; ++t) {
-          const uint4& bb = b[t][w >> 1];
-          const uint32_t b0 = (w & 1) ? bb.z : bb.x, b1 = (w & 1) ? bb.w : bb.y;
-          mma_f16_16x8x16(p[t], a0, a1, a2, a3, b0, b1);
-        }
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < TOKEN_TILES; ++t) {
-      const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-      const float ws = decode_scale_bits(unit.scale_bits, a.e8m0);
-      const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-      acc[t].x += p[t].x * f0;
-      acc[t].y += p[t].y * f1;
-      acc[t].z += p[t].z * f0;
-      acc[t].w += p[t].w * f1;
-    }
-  };
-
-  // After a warp's last block of a tile: park its partial sums.
-  auto park_tile = [&](int u) {
-    const int local_tile = unit_tile(u) - tile_begin;
-    float* dst = red + (local_tile * a.warps_k + wk) * kTileRows * kTokenPad;
-#pragma unroll
-    for (int t = 0; t < TOKEN_TILES; ++t) {
-      const int col = t * kTokensPerTile + 2 * q;
-      *reinterpret_cast<float2*>(dst + g * kTokenPad + col) = make_float2(acc[t].x, acc[t].y);
-      *reinterpret_cast<float2*>(dst + (g + 8) * kTokenPad + col) = make_float2(acc[t].z, acc[t].w);
-      acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  };
 
   uint32_t fold = 0;  // diagnostics (kStreamOnly): the bytes must be used, or the loads vanish
   auto use_unit = [&](int u, const WeightUnit& unit) {
@@ -404,9 +504,9 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
       for (int i = 0; i < kUnitLoads; ++i) fold ^= unit.bytes[i].x ^ unit.bytes[i].y ^ unit.bytes[i].z ^ unit.bytes[i].w;
       acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
     } else {
-      consume_unit(u, unit);
+      accumulate_unit<TOKEN_TILES, 1>(acc, unit, a.e8m0, act, xs, unit_block(u) - kb_begin, lane);
     }
-    if ((u % my_blocks) == my_blocks - 1) park_tile(u);
+    if ((u % my_blocks) == my_blocks - 1) park_partials(red, acc, unit_tile(u) - tile_begin, a.warps_k, wk, lane);
   };
   for (int base = 0; base < units; base += window) {
 #pragma unroll
@@ -430,64 +530,15 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   }
   __syncthreads();
-  stamp(4);
+  timeline_stamp(a, 4);
   if (a.flags & kSkipEpilogue) {
     if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
-    stamp(6);
+    timeline_stamp(a, 6);
     return;
   }
 
-  // 4. Sum the warps_k partials in warp order and push each tile's sum to the CTA that
-  //    finishes it (rank r finishes the group's tiles [r*n/S, (r+1)*n/S)).
-  cg::cluster_group cluster = cg::this_cluster();
-  if (a.k_split > 1) cluster_wait();
-  const int active_wk = min(a.warps_k, nblocks);
-  const int tile_outputs = kTileRows * kTokenPad;
-  for (int i = threadIdx.x; i < ntiles * (tile_outputs / 4); i += kGemmThreads) {
-    const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
-    const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
-    float4 sum = *reinterpret_cast<const float4*>(slot);
-    for (int k = 1; k < active_wk; ++k) {
-      const float4 v = *reinterpret_cast<const float4*>(slot + k * tile_outputs);
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
-    }
-    int owner = a.k_split - 1;
-    while (owner > 0 && owner * ntiles / a.k_split > local_tile) --owner;
-    const int owned_index = local_tile - owner * ntiles / a.k_split;
-    float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
-                 (owned_index * a.k_split + rank) * tile_outputs + within;
-    *reinterpret_cast<float4*>(dst) = sum;
-  }
-  if (a.k_split > 1) {
-    cluster.sync();
-  } else {
-    __syncthreads();
-  }
-  stamp(5);
-
-  // 5. Finish the owned tiles: ranks in order, bias, round, store.
-  const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
-  for (int i = threadIdx.x; i < (owned_end - owned_begin) * kTileRows * tokens; i += kGemmThreads) {
-    const int row = i % kTileRows, rest = i / kTileRows;
-    const int m = rest % tokens, owned = rest / tokens;
-    const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
-    float sum = slots[0];
-    for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
-    const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
-    const int64_t o = int64_t(m_begin + m) * a.N + n;
-    if (timeline) continue;  // the output holds the timeline records
-    if (a.out_is_fp16) {
-      if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
-    } else {
-      if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
-    }
-  }
-  stamp(6);
+  // 4./5. Partials across warps and the cluster, bias, output.
+  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, m_begin, tokens, true);
 }
 
 }  // namespace sgl_fp8::sm90

@@ -66,6 +66,28 @@ SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
 }
 SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStageBytes + kStageWeightBytes + 4 * thread; }
 
+// ---- ring kernel: weight stages in shared memory through TMA bulk copies --------------------
+// A stage is one 16-row tile over the CTA's K slice (up to max_blocks 128-wide blocks), copied by
+// one producer thread while eight consumer warps work on earlier stages. Plain layout: one bulk
+// copy per row, rows ring_row_stride bytes apart (the slice plus kRingRowPad, so that the two rows
+// a quarter-warp reads, g and g+1, fall in different banks). AITER-shuffled layout: a tile's
+// blocks are contiguous in global memory (weight_layout.h) and travel as one copy, keeping their
+// layout; its 16-byte pieces then share banks 4 ways (correct, slower; sm_90 users keep weights plain).
+constexpr int kRingRowPad = 64;
+constexpr int kMaxRingTokenTiles = 2;  // the ring kernel serves M <= 16
+
+SGL_FP8_HD int64_t ring_row_stride(int max_blocks) { return int64_t(max_blocks) * kBlockK + kRingRowPad; }
+SGL_FP8_HD int64_t ring_stage_bytes(int max_blocks, bool shuffled) {
+  return shuffled ? int64_t(max_blocks) * kTileRows * kBlockK : kTileRows * ring_row_stride(max_blocks);
+}
+SGL_FP8_HD int64_t ring_block_stride(bool shuffled) { return shuffled ? kTileRows * kBlockK : kBlockK; }
+// Offset inside a stage of lane's piece (half, chunk) of the stage's block 0 (add
+// lb * ring_block_stride for block lb): the bytes unit_lane_offset names in global memory.
+SGL_FP8_HD int64_t ring_lane_offset(int lane, int half, int chunk, int max_blocks, bool shuffled) {
+  const int row = (lane >> 2) + 8 * half, k = unit_k_of(lane, chunk);
+  return shuffled ? shuffled_weight_offset(row, k, kBlockK) : row * ring_row_stride(max_blocks) + k;
+}
+
 // ---- shared memory of one CTA ----------------------------------------------------------------
 // [activations f16 [block][token][128]][activation scales fp32 [block][token]]
 // [warp partials fp32 [tile][warp_k][16][token]][inbox fp32 [owned tile][cluster rank][16][token]]
@@ -81,6 +103,17 @@ struct GemmSmemLayout {
     inbox_offset = red_offset + int64_t(max_tiles) * warps_k * kTileRows * token_pad * 4;
     ring_offset = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
     total = ring_offset + int64_t(stages) * kStageBytes;
+  }
+};
+
+// Ring kernel: the register kernel's regions (no staging) with warps_k = 8, then the ring (128-byte
+// aligned) and its barriers: `stages` "full" then `stages` "empty" mbarriers of 8 bytes.
+struct RingSmemLayout {
+  int64_t ring_offset, barrier_offset, total;
+  SGL_FP8_HD RingSmemLayout(const GemmSmemLayout& base, int max_blocks, bool shuffled, int stages) {
+    ring_offset = (base.total + 127) / 128 * 128;
+    barrier_offset = ring_offset + int64_t(stages) * ring_stage_bytes(max_blocks, shuffled);
+    total = barrier_offset + 2 * int64_t(stages) * 8;
   }
 };
 

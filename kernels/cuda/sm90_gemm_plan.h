@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include <initializer_list>
+
 #include "../common/gpu_launch.h"
 #include "sm90_gemm_layout.h"
 
@@ -28,7 +30,9 @@ struct GemmPlan {
   int token_tiles = 1;  // 8-token MMA tiles per launch chunk (1..4)
   int chunks = 1;       // 32-token chunks (grid.z): M > 32 re-streams the weight per chunk
   int max_tiles_per_cta = 1, max_blocks_per_cta = 1;
-  int smem_stages = 0;  // weight units per thread staged in shared memory (cp.async), beyond registers
+  int smem_stages = 0;  // register kernel: weight units per thread staged in shared memory (cp.async),
+                        // beyond registers; ring kernel: stages (16-row tiles) in the ring
+  bool ring = false;    // the ring kernel (sm90_ring_gemm.cuh), else the register kernel
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -123,6 +127,80 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   }
   best.token_tiles = token_tiles;
   best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));
+  return best;
+}
+
+// Ring kernel (M <= 16): one CTA of 8 consumer warps + 1 producer per SM, clusters of k_split <= 2
+// CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream:
+// docs/sm90.md). Per k_split the ring takes as many 16-row-tile stages as shared memory holds (up
+// to the CTA's tile count, or config.smem_stages); the cost counts the activation bytes each CTA
+// quantizes and the busiest consumer warp's units (as above), and the weight bytes the ring
+// cannot request before the previous kernel ends. Returns cost < 0 where it does not apply (more tokens, no room for two stages).
+constexpr int kMaxRingCluster = 2;
+constexpr int kRingMinStages = 2;
+
+template <typename MaxClusters>
+GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
+                        const GemmConfig& config, MaxClusters&& max_clusters) {
+  GemmPlan best;
+  const int token_tiles = token_tiles_for(M);
+  if (token_tiles > kMaxRingTokenTiles) return best;
+  const int64_t T = N / 16, KB = K / 128;
+  const int64_t tokens = M < 1 ? 1 : M;
+  for (int S = 1; S <= kMaxRingCluster; ++S) {
+    if (config.k_split && S != config.k_split) continue;
+    if (S > KB) break;
+    const int64_t blocks = ceil_div(KB, S);
+    int64_t groups = num_sms / S;
+    if (groups > T) groups = T;
+    if (groups < 1) continue;
+    int64_t tiles = ceil_div(T, groups);
+    const int64_t stage = ring_stage_bytes(int(blocks), shuffled);
+    auto stages_for = [&](int64_t t) {
+      const GemmSmemLayout base(int(blocks), token_tiles, int(t), kWarpsPerCta, S);
+      const RingSmemLayout empty_ring(base, int(blocks), shuffled, 0);
+      int64_t n = (max_smem - empty_ring.total) / (stage + 16);
+      if (n > t) n = t;
+      if (config.smem_stages > 0 && n > config.smem_stages) n = config.smem_stages;
+      return n;
+    };
+    // A forced stage count (config.smem_stages) is honoured down to one stage (tests use it).
+    auto too_few = [&](int64_t n, int64_t t) {
+      return n < 1 || (config.smem_stages == 0 && n < kRingMinStages && n < t);
+    };
+    int64_t stages = stages_for(tiles);
+    if (too_few(stages, tiles)) continue;
+    auto smem_for = [&](int64_t t, int64_t n) {
+      const GemmSmemLayout base(int(blocks), token_tiles, int(t), kWarpsPerCta, S);
+      return RingSmemLayout(base, int(blocks), shuffled, int(n)).total;
+    };
+    const int64_t resident = max_clusters(S, smem_for(tiles, stages));  // one resident wave
+    if (groups > resident) {
+      groups = resident;
+      if (groups < 1) continue;
+      tiles = ceil_div(T, groups);
+      stages = stages_for(tiles);
+      if (too_few(stages, tiles)) continue;
+    }
+    const int64_t warp_units = tiles * ceil_div(blocks, kWarpsPerCta);  // the busiest consumer warp
+    const double cost = double(warp_units) * kWarpsPerCta * 2048 +
+                        kActivationByteWeight * double(tokens) * double(blocks) * 256 +
+                        double(tiles - stages) * double(stage) + kClusterCost[S];
+    if (best.cost < 0 || cost < best.cost) {
+      best.k_split = S;
+      best.row_groups = int(groups);
+      best.warps_k = kWarpsPerCta;
+      best.warps_t = 1;
+      best.max_tiles_per_cta = int(tiles);
+      best.max_blocks_per_cta = int(blocks);
+      best.smem_stages = int(stages);
+      best.smem_bytes = smem_for(tiles, stages);
+      best.cost = cost;
+    }
+  }
+  best.ring = best.cost >= 0;
+  best.token_tiles = token_tiles;
+  best.chunks = 1;
   return best;
 }
 

@@ -11,6 +11,7 @@
 #include "sm90_block_scaled_gemm.cuh"
 #include "sm90_gemm_plan.h"
 #include "sm90_quant.cuh"
+#include "sm90_ring_gemm.cuh"
 
 namespace sgl_fp8 {
 namespace {
@@ -33,6 +34,11 @@ GemmKernel gemm_instance(int token_tiles) {
     case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
     default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
   }
+}
+
+template <bool PREQUANT>
+GemmKernel ring_instance(int token_tiles) {
+  return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
 struct DeviceFacts {
@@ -77,15 +83,15 @@ class LaunchCache {
     return nullptr;
   }
 
-  // How many clusters of `cluster` CTAs with `smem` bytes can be resident at once.
-  int max_active_clusters(GemmKernel kernel, int device, int cluster, int64_t smem) {
+  // How many clusters of `cluster` CTAs of `threads` threads with `smem` bytes can be resident at once.
+  int max_active_clusters(GemmKernel kernel, int device, int cluster, int threads, int64_t smem) {
     std::lock_guard<std::mutex> lock(mutex_);
     const Key key{reinterpret_cast<uintptr_t>(kernel), device, cluster, smem};
     auto it = clusters_.find(key);
     if (it != clusters_.end()) return it->second;
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(cluster, 1024, 1);
-    config.blockDim = dim3(sm90::kGemmThreads, 1, 1);
+    config.blockDim = dim3(threads, 1, 1);
     config.dynamicSmemBytes = size_t(smem);
     cudaLaunchAttribute attribute;
     attribute.id = cudaLaunchAttributeClusterDimension;
@@ -135,14 +141,31 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
 
   const bool prequant = p.x_type == ElemType::kE4M3;
   const int token_tiles = sm90::token_tiles_for(p.M);
-  const GemmKernel kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
-  if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-  // Clusters are placed within GPCs, so not every SM count divides into clusters: the plan asks
-  // how many fit at once and keeps the grid to one resident wave.
-  const GemmPlan plan = sm90::plan_block_scaled_gemm(
-      p.N, p.K, p.M, facts.sms, facts.max_smem, p.config, [&](int cluster, int64_t smem) -> int64_t {
-        return LaunchCache::get().max_active_clusters(kernel, device, cluster, smem);
-      });
+  // Clusters are placed within GPCs, so not every SM count divides into clusters: the plans ask
+  // how many fit at once and keep the grid to one resident wave. The ring kernel serves M <= 16
+  // unless the config asks for the register kernel.
+  GemmKernel kernel = nullptr;
+  int threads = sm90::kGemmThreads;
+  GemmPlan plan;
+  if (!(p.config.flags & sm90::kRegisterPipeline) && token_tiles <= sm90::kMaxRingTokenTiles) {
+    kernel = prequant ? ring_instance<true>(token_tiles) : ring_instance<false>(token_tiles);
+    threads = sm90::kRingThreads;
+    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+    plan = sm90::plan_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, p.config,
+                                [&](int cluster, int64_t smem) -> int64_t {
+                                  return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads, smem);
+                                });
+  }
+  if (plan.cost < 0) {
+    kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
+    threads = sm90::kGemmThreads;
+    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+    plan = sm90::plan_block_scaled_gemm(p.N, p.K, p.M, facts.sms, facts.max_smem, p.config,
+                                        [&](int cluster, int64_t smem) -> int64_t {
+                                          return LaunchCache::get().max_active_clusters(kernel, device, cluster,
+                                                                                        threads, smem);
+                                        });
+  }
   if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
 
   GemmKernelArgs a;
@@ -174,10 +197,10 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);
-  config.blockDim = dim3(sm90::kGemmThreads, 1, 1);
+  config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = size_t(plan.smem_bytes);
   config.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attributes[2];
+  cudaLaunchAttribute attributes[3];
   int n = 0;
   if (plan.k_split > 1) {
     attributes[n].id = cudaLaunchAttributeClusterDimension;
@@ -185,6 +208,11 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     attributes[n].val.clusterDim.y = 1;
     attributes[n].val.clusterDim.z = 1;
     ++n;
+    if (p.config.flags & sm90::kSpreadClusters) {
+      attributes[n].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+      attributes[n].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
+      ++n;
+    }
   }
   if (p.allow_early_weight_prefetch) {
     attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;

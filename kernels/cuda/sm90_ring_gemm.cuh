@@ -1,0 +1,176 @@
+// sm_90 fused small-M FP8 block-scale GEMM, ring engine (M <= 16): the weight travels through a
+// shared-memory ring filled by TMA bulk copies, so that most of a CTA's weight is requested
+// before the kernel waits for the previous one.
+//
+// Why (docs/sm90.md, tools/stream_ceiling.py and tools/gemm_timeline.py on the H200): a read-only
+// kernel that requests 128 KB per SM through bulk copies streams a decode weight at 96-98 % of the
+// copy bandwidth in graph replay, while the register pipeline (3-4 units per warp in registers,
+// 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
+// activation prologue and serialises each unit's MMAs with its refill. Here:
+//  * one CTA per SM: 8 consumer warps + 1 producer warp (288 threads, no 128-register cap);
+//  * the producer's lane 0 copies stage after stage (one 16-row tile over the CTA's K slice) into
+//    `ring_stages` slots, each with a "full" mbarrier (the copy's bytes) and an "empty" one (the 8
+//    consumer warps); it never waits for the previous kernel: the weight does not depend on it;
+//  * the consumers wait for the previous grid, quantize the CTA's K slice of x into shared memory
+//    (the same code as the register kernel), then take each stage as it lands: warp w handles the
+//    stage's K blocks w, w + 8, ... with the same unit math (accumulate_unit, two MMA chains) and
+//    parks the tile's partial sums; the epilogue is the register kernel's (reduce_and_store);
+//  * the next kernel may launch at once; its CTA gets this SM when this one exits and requests its
+//    own ring while the rest of this grid finishes (programmatic dependent launch).
+// Index formulas: sm90_gemm_layout.h (ring_*), checked on the CPU by tests/sm90_layout_check.cpp.
+#pragma once
+
+#include "sm90_block_scaled_gemm.cuh"
+
+namespace sgl_fp8::sm90 {
+
+constexpr int kRingThreads = kGemmThreads + 32;  // 8 consumer warps, then the producer warp
+constexpr int kRingConsumerBarrier = 1;          // named barrier of the consumer warps
+
+template <int TOKEN_TILES, bool PREQUANT>
+__global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKernelArgs a) {
+  static_assert(TOKEN_TILES <= kMaxRingTokenTiles, "the ring kernel serves one chunk of <= 16 tokens");
+  extern __shared__ __align__(128) uint8_t ring_kernel_smem[];
+  uint8_t* smem = ring_kernel_smem;
+
+  const int rank = blockIdx.x;   // K slice within the cluster
+  const int group = blockIdx.y;  // range of row tiles
+  const int tokens = min(TOKEN_TILES * kTokensPerTile, a.M);
+
+  const int tile_begin = int(int64_t(group) * a.tiles / gridDim.y);
+  const int tile_end = int(int64_t(group + 1) * a.tiles / gridDim.y);
+  const int kb_begin = rank * a.kblocks / a.k_split;
+  const int kb_end = (rank + 1) * a.kblocks / a.k_split;
+  const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
+
+  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, kGemmWarps, a.k_split, 0);
+  const RingSmemLayout ring(layout, a.max_blocks_per_cta, a.w_shuffled, a.smem_stages);
+  uint8_t* act = smem;
+  float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
+  float* red = reinterpret_cast<float*>(smem + layout.red_offset);
+  float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
+  const uint8_t* ring_bytes = smem + ring.ring_offset;
+  const uint32_t ring_address = shared_address(smem + ring.ring_offset);
+  const uint32_t full = shared_address(smem + ring.barrier_offset);  // + 8 * slot
+  const uint32_t empty = full + 8 * a.smem_stages;                    // + 8 * slot
+  const int stages = a.smem_stages;
+  const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool producer = warp == kGemmWarps;
+
+  const bool timeline = (a.flags & kTimeline) != 0;
+  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
+  if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (producer && lane == 0) {
+    for (int s = 0; s < stages; ++s) {
+      mbarrier_init(full + 8 * s, 1);
+      mbarrier_init(empty + 8 * s, kGemmWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  allow_next_grid_launch();
+
+  if (producer) {
+    // 1. Producer: every stage of the CTA, `stages` ahead of the consumers.
+    if (lane == 0) {
+      const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
+      const uint32_t copy_bytes = row_bytes * kTileRows;
+      for (int s = 0; s < ntiles; ++s) {
+        const int slot = s % stages, use = s / stages;
+        if (use > 0) {
+          mbarrier_wait(empty + 8 * slot, (use - 1) & 1);
+          fence_proxy_async_shared();  // the consumers' reads of the slot before the copy's writes
+        }
+        const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
+        const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
+        mbarrier_arrive_expect_tx(full + 8 * slot, copy_bytes);
+        if (a.w_shuffled) {
+          bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * slot);
+        } else {
+          const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
+          for (int r = 0; r < kTileRows; ++r)
+            bulk_copy_to_shared(dst + r * row_stride, tile + int64_t(r) * a.K + int64_t(kb_begin) * kBlockK,
+                                row_bytes, full + 8 * slot);
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
+    // 2. Consumers: the activations come from the previous kernel.
+    wait_for_previous_grid();
+    timeline_stamp(a, 2);
+    timeline_word(a, 0, entry_ns);
+    timeline_word(a, 1, issued_ns);
+    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
+    const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
+    load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, 0, tokens, kb_begin, nblocks, rotation);
+    named_barrier_sync(kRingConsumerBarrier, kGemmThreads);
+    timeline_stamp(a, 3);
+
+    // 3. Stages as they land: warp w takes blocks w, w + 8, ... of each.
+    const int wk = warp;
+    const int my_blocks = nblocks > wk ? (nblocks - wk + kGemmWarps - 1) / kGemmWarps : 0;
+    int32_t lane_offset[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        lane_offset[h][c] = int32_t(ring_lane_offset(lane, h, c, a.max_blocks_per_cta, a.w_shuffled));
+    const int32_t block_stride = int32_t(ring_block_stride(a.w_shuffled));
+    auto load_scale = [&](int64_t index) -> uint32_t {
+      return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
+                    : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
+    };
+
+    float4 acc[TOKEN_TILES];
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+    uint32_t fold = 0;  // diagnostics (kStreamOnly)
+    for (int s = 0; s < ntiles; ++s) {
+      const int slot = s % stages, use = s / stages;
+      const int64_t scale_row = int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin;
+      uint32_t next_scale = my_blocks > 0 ? load_scale(scale_row + wk) : 0;  // in flight during the wait
+      mbarrier_wait(full + 8 * slot, use & 1);
+      const uint8_t* stage = ring_bytes + slot * stage_bytes;
+      for (int i = 0; i < my_blocks; ++i) {
+        const int lb = wk + i * kGemmWarps;
+        WeightUnit unit;
+        unit.scale_bits = next_scale;
+        if (i + 1 < my_blocks) next_scale = load_scale(scale_row + lb + kGemmWarps);
+        const uint8_t* block = stage + lb * block_stride;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+            unit.bytes[h * 2 + c] = *reinterpret_cast<const uint4*>(block + lane_offset[h][c]);
+        if (a.flags & kStreamOnly) {
+#pragma unroll
+          for (int j = 0; j < kUnitLoads; ++j)
+            fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
+          acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
+        } else {
+          accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(empty + 8 * slot);  // this warp is done with the slot
+      park_partials(red, acc, s, kGemmWarps, wk, lane);
+    }
+  }
+  __syncthreads();
+  timeline_stamp(a, 4);
+  if (a.flags & kSkipEpilogue) {
+    if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
+    timeline_stamp(a, 6);
+    return;
+  }
+
+  // 4./5. Partials across warps and the cluster, bias, output (the producer warp only joins the
+  //       barriers).
+  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, !producer);
+}
+
+}  // namespace sgl_fp8::sm90
