@@ -292,6 +292,33 @@ static void check_ring() {
       }
 }
 
+// The prologue's division-free walk visits group (w + j * workers + rotation) % groups at step j,
+// so the workers together cover every (token, block) of the slice exactly once.
+static void check_group_walk() {
+  for (int tokens = 1; tokens <= 32; ++tokens)
+    for (int nblocks : {1, 3, 4, 8, 16, 28, 32, 56})
+      for (int workers : {16, 32})
+        for (int rotation_seed : {0, 7, 1000}) {
+          const int groups = tokens * nblocks, rotation = rotation_seed % groups;
+          std::vector<int> hits(groups, 0);
+          for (int w = 0; w < workers; ++w) {
+            GroupWalk walk(w, workers, rotation, tokens, nblocks);
+            int j = 0;
+            for (int base = w; base < groups; base += workers, ++j) {
+              const int want = (w + j * workers + rotation) % groups;
+              CHECK(walk.m == want / nblocks && walk.lb == want % nblocks,
+                    "walk: tokens=%d nblocks=%d workers=%d rotation=%d worker=%d step=%d", tokens, nblocks, workers,
+                    rotation, w, j);
+              ++hits[walk.m * nblocks + walk.lb];
+              walk.advance();
+            }
+          }
+          long bad = 0;
+          for (int h : hits) bad += h != 1;
+          CHECK(bad == 0, "walk coverage: tokens=%d nblocks=%d workers=%d", tokens, nblocks, workers);
+        }
+}
+
 int main() {
   check_weight_units();
   check_k_permutation();
@@ -299,6 +326,7 @@ int main() {
   check_plans();
   check_staging();
   check_ring();
+  check_group_walk();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

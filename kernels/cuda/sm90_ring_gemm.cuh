@@ -9,8 +9,10 @@
 // activation prologue and serialises each unit's MMAs with its refill. Here:
 //  * one CTA per SM: 8 consumer warps + 1 producer warp (288 threads, no 128-register cap);
 //  * the producer's lane 0 copies stage after stage (one 16-row tile over the CTA's K slice) into
-//    `ring_stages` slots, each with a "full" mbarrier (the copy's bytes) and an "empty" one (the 8
-//    consumer warps); it never waits for the previous kernel: the weight does not depend on it;
+//    `ring_stages` slots, each with a "full" mbarrier that the copy's bytes complete; the consumer
+//    warps hand a slot back through a named barrier (kRingSlotBarrier + slot: racecheck sees the
+//    order, and the producer warp's bar.sync is where it would wait anyway); it never waits for
+//    the previous kernel: the weight does not depend on it;
 //  * the consumers wait for the previous grid, quantize the CTA's K slice of x into shared memory
 //    (the same code as the register kernel), then take each stage as it lands: warp w handles the
 //    stage's K blocks w, w + 8, ... with the same unit math (accumulate_unit, two MMA chains) and
@@ -52,7 +54,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const uint8_t* ring_bytes = smem + ring.ring_offset;
   const uint32_t ring_address = shared_address(smem + ring.ring_offset);
   const uint32_t full = shared_address(smem + ring.barrier_offset);  // + 8 * slot
-  const uint32_t empty = full + 8 * a.smem_stages;                    // + 8 * slot
   const int stages = a.smem_stages;
   const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
 
@@ -63,10 +64,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
   if (producer && lane == 0) {
-    for (int s = 0; s < stages; ++s) {
-      mbarrier_init(full + 8 * s, 1);
-      mbarrier_init(empty + 8 * s, kGemmWarps);
-    }
+    for (int s = 0; s < stages; ++s) mbarrier_init(full + 8 * s, 1);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -74,15 +72,15 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
 
   if (producer) {
     // 1. Producer: every stage of the CTA, `stages` ahead of the consumers.
-    if (lane == 0) {
-      const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
-      const uint32_t copy_bytes = row_bytes * kTileRows;
-      for (int s = 0; s < ntiles; ++s) {
-        const int slot = s % stages, use = s / stages;
-        if (use > 0) {
-          mbarrier_wait(empty + 8 * slot, (use - 1) & 1);
-          fence_proxy_async_shared();  // the consumers' reads of the slot before the copy's writes
-        }
+    const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
+    const uint32_t copy_bytes = row_bytes * kTileRows;
+    for (int s = 0; s < ntiles; ++s) {
+      const int slot = s % stages;
+      if (s >= stages) {
+        named_barrier_sync(kRingSlotBarrier + slot, kRingThreads);  // the consumers are done with it
+        fence_proxy_async_shared();  // their reads of the slot before the copy's writes
+      }
+      if (lane == 0) {
         const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
         const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
         mbarrier_arrive_expect_tx(full + 8 * slot, copy_bytes);
@@ -95,8 +93,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
                                 row_bytes, full + 8 * slot);
         }
       }
+      __syncwarp();
     }
-    __syncwarp();
   } else {
     const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
     // 2. Consumers: the activations come from the previous kernel.
@@ -155,8 +153,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
           accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
         }
       }
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty + 8 * slot);  // this warp is done with the slot
+      if (s + stages < ntiles) named_barrier_arrive(kRingSlotBarrier + slot, kRingThreads);  // slot done
       park_partials(red, acc, s, kGemmWarps, wk, lane);
     }
   }
