@@ -37,15 +37,15 @@ BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
 # ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]). Correct outputs:
 # flag 32 = the register kernel where the ring kernel is the default (M <= 16), 8 = its
-# registers-only prefetch (no cp.async staging), 64 = spread cluster CTAs over SMs; smem_stages =
-# ring / staging depth. Garbage outputs (diagnostics): 1 = skip the MMAs, 2 = skip the activation
+# registers-only prefetch (no cp.async staging), smem_stages = its staging depth, 64 = spread
+# cluster CTAs over SMs. Garbage outputs (diagnostics): 1 = skip the MMAs, 2 = skip the activation
 # prologue, 4 = skip the epilogue.
 DIAGNOSTIC_CONFIGS = {
     "register_kernel": [0, 0, 0, 0, 32],
     "register_no_staging": [0, 0, 0, 0, 32 | 8],
+    "register_stages_2": [0, 0, 0, 0, 32, 2],
     "register_spread": [0, 0, 0, 0, 32 | 64],
-    "ring_stages_2": [0, 0, 0, 0, 0, 2],
-    "ring_spread": [0, 0, 0, 0, 64],
+    "spread": [0, 0, 0, 0, 64],
     "stream_only": [0, 0, 0, 0, 1],
     "stream_no_prologue": [0, 0, 0, 0, 3],
     "stream_no_epilogue": [0, 0, 0, 0, 5],

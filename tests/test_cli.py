@@ -151,7 +151,7 @@ def test_tune_candidates():
     assert names[0] == "fused" and names[-1] == "unfused" and "scaled_mm" in names
     configs = {c.config for c in tune.candidates(h200, 4096, 2048, e8m0=False) if c.config}
     # k_split in {plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2}, minus (plan, plan), flags 0;
-    # plus the plan without the register kernel's staging stage (flag 8), with two ring / staging
+    # plus the plan without the register kernel's staging stage (flag 8), with two staging
     # stages, the register kernel where the ring kernel is the default (flag 32) and spread
     # clusters (flag 64)
     expected = {(k, 0, 0, b, 0) for k in (0, 1, 2, 4, 8) for b in (0, 2)} - {(0, 0, 0, 0, 0)}

@@ -1,6 +1,7 @@
 """Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
 layouts and scale formats, bias, every token-tile instance (M = 1, 13, 24, 33: 1, 2, 3 and 4 + 1
-tiles), M beyond one 32-token chunk, and the GEMM with a 3-stage shared-memory staging ring."""
+tiles; the ring kernel below 17 tokens, the register kernel above and through flag 32), M beyond
+one 32-token chunk, and the register kernel with a 3-stage shared-memory staging ring."""
 
 import torch
 
@@ -27,8 +28,8 @@ for n, k in SHAPES:
             bias = torch.randn(n, generator=gen).to(torch.bfloat16).to(dev)
             fx.smallm_gemm(x, w, ws, False, bias)
             fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
-            if m <= 16:  # staged instances: a deeper ring than the default single stage
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 0, 3])
+            if m <= 16:  # the register kernel where the ring kernel is the default, 3 staging stages
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32, 3])
             q, s = fx.per1x128_quant(x, e8m0)
             fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
             qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)

@@ -114,11 +114,8 @@ __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
 }
 
 // Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
-// A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes. BATCH groups per
-// half-warp are in flight at once: their loads, then their amax shuffles interleaved, then their
-// quantization (the same primitives as quantize_8_of_group, so the bytes are identical).
-// Padding tokens (tokens .. token_pad) are left as they are: an MMA output column depends only
-// on its own token's column, and padding columns are never stored.
+// A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes. CTAs start at
+// different groups so that the grid does not read the same L2 lines at the same moment.
 template <int BATCH>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
@@ -128,51 +125,34 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
   const int groups = tokens * nblocks;
   constexpr int kHalfWarps = kGemmThreads / 16;
   const auto* x = static_cast<const uint16_t*>(a.x);
-  GroupWalk walk(half_warp, kHalfWarps, rotation, tokens, nblocks);
   for (int base = half_warp; base < groups; base += kHalfWarps * BATCH) {
     uint4 raw[BATCH];
-    int m[BATCH], lb[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      m[i] = walk.m;
-      lb[i] = walk.lb;
-      raw[i] = make_uint4(0u, 0u, 0u, 0u);
-      if (base + i * kHalfWarps < groups) {
-        raw[i] = load_shared_readonly_16B(x + (m_begin + walk.m) * a.x_row_stride + (kb_begin + walk.lb) * kBlockK +
-                                          l16 * 8);
-        walk.advance();
+      const int gidx = base + i * kHalfWarps;
+      if (gidx < groups) {
+        const int rotated = (gidx + rotation) % groups;
+        const int m = rotated / nblocks, lb = rotated - m * nblocks;
+        raw[i] = load_shared_readonly_16B(x + (m_begin + m) * a.x_row_stride + (kb_begin + lb) * kBlockK + l16 * 8);
       }
     }
-    uint32_t key[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
+      const int gidx = base + i * kHalfWarps;
+      if (gidx >= groups) continue;  // uniform across the half-warp
+      const int rotated = (gidx + rotation) % groups;
+      const int m = rotated / nblocks, lb = rotated - m * nblocks;
       float v[8];
       unpack_8(raw[i], a.x_is_fp16, v);
-      key[i] = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) key[i] = max_key(key[i], magnitude_key(v[j]));
-    }
-#pragma unroll
-    for (int offset = 8; offset >= 1; offset >>= 1)
-#pragma unroll
-      for (int i = 0; i < BATCH; ++i) key[i] = max_key(key[i], __shfl_xor_sync(half_mask, key[i], offset));
-#pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      if (base + i * kHalfWarps >= groups) continue;  // uniform across the half-warp
-      const GroupQuantParams params = group_quant_params(key[i], a.e8m0);
-      float v[8];
-      unpack_8(raw[i], a.x_is_fp16, v);
-      const float inv = params.inverse_scale;
-      const uint32_t lo = cvt_e4m3x2_satfinite(v[0] * inv, v[1] * inv) | (cvt_e4m3x2_satfinite(v[2] * inv, v[3] * inv) << 16);
-      const uint32_t hi = cvt_e4m3x2_satfinite(v[4] * inv, v[5] * inv) | (cvt_e4m3x2_satfinite(v[6] * inv, v[7] * inv) << 16);
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb[i], m[i], token_pad, 8 * l16)) = e4m3x8_to_f16x8(lo, hi);
-      if (l16 == 0) xs[lb[i] * token_pad + m[i]] = params.scale;
+      const Quantized8 q = quantize_8_of_group(v, a.e8m0, half_mask);
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * l16)) = e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
+      if (l16 == 0) xs[lb * token_pad + m] = q.params.scale;
     }
   }
 }
 
 // Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 and decode
-// x_scale. Eight lanes (16 bytes each) per 128-byte group; padding tokens left as they are.
+// x_scale. Eight lanes (16 bytes each) per 128-byte group.
 template <int BATCH>
 __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                         int token_pad, int m_begin, int tokens, int kb_begin,
@@ -181,31 +161,43 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
   const int groups = tokens * nblocks;
   constexpr int kEighths = kGemmThreads / 8;
   const auto* xq = static_cast<const uint8_t*>(a.x);
-  GroupWalk walk(eighth, kEighths, rotation, tokens, nblocks);
   for (int base = eighth; base < groups; base += kEighths * BATCH) {
     uint4 raw[BATCH];
-    int m[BATCH], lb[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      m[i] = walk.m;
-      lb[i] = walk.lb;
-      if (base + i * kEighths < groups) {
-        raw[i] = load_shared_readonly_16B(xq + (m_begin + walk.m) * a.x_row_stride + (kb_begin + walk.lb) * kBlockK +
-                                          l8 * 16);
-        walk.advance();
+      const int gidx = base + i * kEighths;
+      if (gidx < groups) {
+        const int rotated = (gidx + rotation) % groups;
+        const int m = rotated / nblocks, lb = rotated - m * nblocks;
+        raw[i] = load_shared_readonly_16B(xq + (m_begin + m) * a.x_row_stride + (kb_begin + lb) * kBlockK + l8 * 16);
       }
     }
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      if (base + i * kEighths >= groups) continue;
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb[i], m[i], token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb[i], m[i], token_pad, 16 * l8 + 8)) =
+      const int gidx = base + i * kEighths;
+      if (gidx >= groups) continue;
+      const int rotated = (gidx + rotation) % groups;
+      const int m = rotated / nblocks, lb = rotated - m * nblocks;
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
+      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8 + 8)) =
           e4m3x8_to_f16x8(raw[i].z, raw[i].w);
       if (l8 == 0)
-        xs[lb[i] * token_pad + m[i]] = decode_scale(
-            a.x_scale, int64_t(m_begin + m[i]) * a.x_scale_stride_m + int64_t(kb_begin + lb[i]) * a.x_scale_stride_kb,
+        xs[lb * token_pad + m] = decode_scale(
+            a.x_scale, int64_t(m_begin + m) * a.x_scale_stride_m + int64_t(kb_begin + lb) * a.x_scale_stride_kb,
             a.e8m0);
     }
+  }
+}
+
+// Padding tokens (tokens .. token_pad) contribute exact zeros; their outputs are never stored.
+__device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int token_pad, int tokens,
+                                                    int nblocks) {
+  const int pad = token_pad - tokens;
+  for (int i = threadIdx.x; i < nblocks * pad * 16; i += kGemmThreads) {
+    const int slot = i & 15, rest = i >> 4;
+    const int lb = rest / pad, m = tokens + rest % pad;
+    *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * slot)) = make_uint4(0, 0, 0, 0);
+    if (slot == 0) xs[lb * token_pad + m] = 0.0f;
   }
 }
 
@@ -231,8 +223,7 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 }
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
-// pre-quantized); padding tokens are not written (their output columns are never stored). No
-// barrier: the caller synchronizes.
+// pre-quantized), padding tokens zeroed. No barrier: the caller synchronizes.
 template <int TOKEN_TILES, bool PREQUANT>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation) {
@@ -245,6 +236,7 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   } else {
     quantize_activation_slice<kActivationBatch>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
   }
+  zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block

@@ -47,36 +47,6 @@ SGL_FP8_HD int act_f16_offset(int lb, int token, int token_pad, int P) {
   return (lb * token_pad + token) * 256 + slot * 16 + ((2 * P) & 15);
 }
 
-// The (token, block) groups of a CTA's activation slice, walked without divisions: worker w of
-// `workers` takes groups w, w + workers, ... of the slice rotated by `rotation` (CTAs start at
-// different groups so that the grid does not read the same L2 lines at the same moment), group
-// g being token g / nblocks, block g % nblocks. One division per thread at the start; each step
-// carries the block index into the token index. (The prologue is latency-bound: two divisions
-// per load cost more than the L2 round trip.)
-struct GroupWalk {
-  int m, lb;  // current group: token m, block lb of the slice
-  int tokens, nblocks, step_m, step_lb;
-  SGL_FP8_HD GroupWalk(int worker, int workers, int rotation, int tokens_, int nblocks_)
-      : tokens(tokens_), nblocks(nblocks_) {
-    const int groups = tokens * nblocks;
-    const int first = (worker + rotation) % groups;
-    m = first / nblocks;
-    lb = first - m * nblocks;
-    const int step = workers % groups;
-    step_m = step / nblocks;
-    step_lb = step - step_m * nblocks;
-  }
-  SGL_FP8_HD void advance() {
-    lb += step_lb;
-    m += step_m;
-    if (lb >= nblocks) {
-      lb -= nblocks;
-      ++m;
-    }
-    if (m >= tokens) m -= tokens;
-  }
-};
-
 // ---- weight staging ring (shared memory) ------------------------------------------------------
 // Beyond the units a warp holds in registers, each thread may keep `stages` more units in flight
 // through cp.async into a private shared-memory slot: per stage, the 4 x 16 weight bytes of
@@ -98,17 +68,14 @@ SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStage
 
 // ---- ring kernel: weight stages in shared memory through TMA bulk copies --------------------
 // A stage is one 16-row tile over the CTA's K slice (up to max_blocks 128-wide blocks), copied by
-// one producer thread while eight consumer warps work on earlier stages. Plain layout: one bulk
+// one producer thread while eight consumer warps work on earlier stages. Every tile of the CTA
+// has its own stage (the plan requires it): no slot is refilled, so consumers never hand one back. Plain layout: one bulk
 // copy per row, rows ring_row_stride bytes apart (the slice plus kRingRowPad, so that the two rows
 // a quarter-warp reads, g and g+1, fall in different banks). AITER-shuffled layout: a tile's
 // blocks are contiguous in global memory (weight_layout.h) and travel as one copy, keeping their
 // layout; its 16-byte pieces then share banks 4 ways (correct, slower; sm_90 users keep weights plain).
 constexpr int kRingRowPad = 64;
 constexpr int kMaxRingTokenTiles = 2;  // the ring kernel serves M <= 16
-// A slot's consumers hand it back to the producer through named barrier kRingSlotBarrier + slot
-// (ids 0 and 1 are __syncthreads and the consumers' own barrier; 16 exist).
-constexpr int kRingSlotBarrier = 2;
-constexpr int kMaxRingStages = 16 - kRingSlotBarrier;
 
 SGL_FP8_HD int64_t ring_row_stride(int max_blocks) { return int64_t(max_blocks) * kBlockK + kRingRowPad; }
 SGL_FP8_HD int64_t ring_stage_bytes(int max_blocks, bool shuffled) {

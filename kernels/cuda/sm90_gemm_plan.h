@@ -132,12 +132,12 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
 
 // Ring kernel (M <= 16): one CTA of 8 consumer warps + 1 producer per SM, clusters of k_split <= 2
 // CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream:
-// docs/sm90.md). Per k_split the ring takes as many 16-row-tile stages as shared memory holds (up
-// to the CTA's tile count, or config.smem_stages); the cost counts the activation bytes each CTA
-// quantizes and the busiest consumer warp's units (as above), and the weight bytes the ring
-// cannot request before the previous kernel ends. Returns cost < 0 where it does not apply (more tokens, no room for two stages).
+// docs/sm90.md). Every 16-row tile of the CTA gets its own stage, so the whole weight share of
+// the CTA is requested at entry and no slot is ever refilled (a refill's write-after-read order
+// is one compute-sanitizer racecheck does not follow through TMA copies; docs/sm90.md). The cost
+// counts the busiest consumer warp's units and the activation bytes each CTA quantizes (as
+// above). Returns cost < 0 where it does not apply (more tokens, the CTA's tiles do not fit).
 constexpr int kMaxRingCluster = 2;
-constexpr int kRingMinStages = 2;
 
 template <typename MaxClusters>
 GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
@@ -154,39 +154,22 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
     int64_t groups = num_sms / S;
     if (groups > T) groups = T;
     if (groups < 1) continue;
+    auto smem_for = [&](int64_t tiles) {
+      const GemmSmemLayout base(int(blocks), token_tiles, int(tiles), kWarpsPerCta, S);
+      return RingSmemLayout(base, int(blocks), shuffled, int(tiles)).total;
+    };
     int64_t tiles = ceil_div(T, groups);
-    const int64_t stage = ring_stage_bytes(int(blocks), shuffled);
-    auto stages_for = [&](int64_t t) {
-      const GemmSmemLayout base(int(blocks), token_tiles, int(t), kWarpsPerCta, S);
-      const RingSmemLayout empty_ring(base, int(blocks), shuffled, 0);
-      int64_t n = (max_smem - empty_ring.total) / (stage + 8);
-      if (n > t) n = t;
-      if (n > kMaxRingStages) n = kMaxRingStages;
-      if (config.smem_stages > 0 && n > config.smem_stages) n = config.smem_stages;
-      return n;
-    };
-    // A forced stage count (config.smem_stages) is honoured down to one stage (tests use it).
-    auto too_few = [&](int64_t n, int64_t t) {
-      return n < 1 || (config.smem_stages == 0 && n < kRingMinStages && n < t);
-    };
-    int64_t stages = stages_for(tiles);
-    if (too_few(stages, tiles)) continue;
-    auto smem_for = [&](int64_t t, int64_t n) {
-      const GemmSmemLayout base(int(blocks), token_tiles, int(t), kWarpsPerCta, S);
-      return RingSmemLayout(base, int(blocks), shuffled, int(n)).total;
-    };
-    const int64_t resident = max_clusters(S, smem_for(tiles, stages));  // one resident wave
+    if (smem_for(tiles) > max_smem) continue;
+    const int64_t resident = max_clusters(S, smem_for(tiles));  // one resident wave
     if (groups > resident) {
       groups = resident;
       if (groups < 1) continue;
       tiles = ceil_div(T, groups);
-      stages = stages_for(tiles);
-      if (too_few(stages, tiles)) continue;
+      if (smem_for(tiles) > max_smem) continue;
     }
     const int64_t warp_units = tiles * ceil_div(blocks, kWarpsPerCta);  // the busiest consumer warp
     const double cost = double(warp_units) * kWarpsPerCta * 2048 +
-                        kActivationByteWeight * double(tokens) * double(blocks) * 256 +
-                        double(tiles - stages) * double(stage) + kClusterCost[S];
+                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
     if (best.cost < 0 || cost < best.cost) {
       best.k_split = S;
       best.row_groups = int(groups);
@@ -194,8 +177,8 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
       best.warps_t = 1;
       best.max_tiles_per_cta = int(tiles);
       best.max_blocks_per_cta = int(blocks);
-      best.smem_stages = int(stages);
-      best.smem_bytes = smem_for(tiles, stages);
+      best.smem_stages = int(tiles);
+      best.smem_bytes = smem_for(tiles);
       best.cost = cost;
     }
   }

@@ -114,15 +114,9 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
-// Order generic-proxy accesses of shared memory before later async-proxy (bulk copy) writes.
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// Named barrier `id` (not 0) over `threads` threads (whole warps): sync waits for all of them,
-// arrive counts this warp in without waiting.
+// Named barrier `id` (not 0) over the first `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.

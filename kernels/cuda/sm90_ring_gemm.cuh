@@ -8,11 +8,10 @@
 // 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
 // activation prologue and serialises each unit's MMAs with its refill. Here:
 //  * one CTA per SM: 8 consumer warps + 1 producer warp (288 threads, no 128-register cap);
-//  * the producer's lane 0 copies stage after stage (one 16-row tile over the CTA's K slice) into
-//    `ring_stages` slots, each with a "full" mbarrier that the copy's bytes complete; the consumer
-//    warps hand a slot back through a named barrier (kRingSlotBarrier + slot: racecheck sees the
-//    order, and the producer warp's bar.sync is where it would wait anyway); it never waits for
-//    the previous kernel: the weight does not depend on it;
+//  * the producer's lane 0 requests every stage of the CTA at entry (one 16-row tile over the
+//    CTA's K slice each, into its own slot with a "full" mbarrier that the copy's bytes complete:
+//    the plan gives every tile a slot, so none is refilled); it never waits for the previous
+//    kernel: the weight does not depend on it;
 //  * the consumers wait for the previous grid, quantize the CTA's K slice of x into shared memory
 //    (the same code as the register kernel), then take each stage as it lands: warp w handles the
 //    stage's K blocks w, w + 8, ... with the same unit math (accumulate_unit, two MMA chains) and
@@ -54,7 +53,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const uint8_t* ring_bytes = smem + ring.ring_offset;
   const uint32_t ring_address = shared_address(smem + ring.ring_offset);
   const uint32_t full = shared_address(smem + ring.barrier_offset);  // + 8 * slot
-  const int stages = a.smem_stages;
+  const int stages = a.smem_stages;  // == the CTA's tiles at most (plan_ring_gemm)
   const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -71,15 +70,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   allow_next_grid_launch();
 
   if (producer) {
-    // 1. Producer: every stage of the CTA, `stages` ahead of the consumers.
+    // 1. Producer: every stage of the CTA at once.
     const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
     const uint32_t copy_bytes = row_bytes * kTileRows;
     for (int s = 0; s < ntiles; ++s) {
-      const int slot = s % stages;
-      if (s >= stages) {
-        named_barrier_sync(kRingSlotBarrier + slot, kRingThreads);  // the consumers are done with it
-        fence_proxy_async_shared();  // their reads of the slot before the copy's writes
-      }
+      const int slot = s;
       if (lane == 0) {
         const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
         const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
@@ -128,10 +123,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
     for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
     uint32_t fold = 0;  // diagnostics (kStreamOnly)
     for (int s = 0; s < ntiles; ++s) {
-      const int slot = s % stages, use = s / stages;
+      const int slot = s;
       const int64_t scale_row = int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin;
       uint32_t next_scale = my_blocks > 0 ? load_scale(scale_row + wk) : 0;  // in flight during the wait
-      mbarrier_wait(full + 8 * slot, use & 1);
+      mbarrier_wait(full + 8 * slot, 0);  // the slot's only phase
       const uint8_t* stage = ring_bytes + slot * stage_bytes;
       for (int i = 0; i < my_blocks; ++i) {
         const int lb = wk + i * kGemmWarps;
@@ -153,7 +148,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
           accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
         }
       }
-      if (s + stages < ntiles) named_barrier_arrive(kRingSlotBarrier + slot, kRingThreads);  // slot done
       park_partials(red, acc, s, kGemmWarps, wk, lane);
     }
   }
