@@ -110,7 +110,9 @@ for step in "$@"; do
       ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
+  # pack what exists so far: if the call is cut off, the last complete step's results come back
+  (cd "$OUT" && tar czf /tmp/sgl_fp8_partial.tgz --exclude=results.tgz . && mv /tmp/sgl_fp8_partial.tgz results.tgz)
 done
 # the run tool returns a limited number of files: pack them into one
-(cd "$OUT" && tar czf /tmp/sgl_fp8_results.tgz . && find . -mindepth 1 -delete && mv /tmp/sgl_fp8_results.tgz results.tgz)
+(cd "$OUT" && tar czf /tmp/sgl_fp8_results.tgz --exclude=results.tgz . && find . -mindepth 1 -delete && mv /tmp/sgl_fp8_results.tgz results.tgz)
 say "done"

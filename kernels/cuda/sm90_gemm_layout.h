@@ -108,13 +108,16 @@ struct GemmSmemLayout {
 };
 
 // Ring kernel: the register kernel's regions (no staging) with warps_k = 8, then the ring (128-byte
-// aligned) and one "full" mbarrier (8 bytes) per stage, which the bulk copies complete.
+// aligned), one "full" mbarrier (8 bytes) per stage, which the bulk copies complete, and the
+// block scales of the CTA's units as loaded (4 bytes each, [stage][block]): fetched at entry, so
+// that no unit waits on an L2 round trip for its scale.
 struct RingSmemLayout {
-  int64_t ring_offset, barrier_offset, total;
+  int64_t ring_offset, barrier_offset, scale_offset, total;
   SGL_FP8_HD RingSmemLayout(const GemmSmemLayout& base, int max_blocks, bool shuffled, int stages) {
     ring_offset = (base.total + 127) / 128 * 128;
     barrier_offset = ring_offset + int64_t(stages) * ring_stage_bytes(max_blocks, shuffled);
-    total = barrier_offset + int64_t(stages) * 8;
+    scale_offset = barrier_offset + int64_t(stages) * 8;
+    total = scale_offset + int64_t(stages) * max_blocks * 4;
   }
 };
 

@@ -53,6 +53,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const uint8_t* ring_bytes = smem + ring.ring_offset;
   const uint32_t ring_address = shared_address(smem + ring.ring_offset);
   const uint32_t full = shared_address(smem + ring.barrier_offset);  // + 8 * slot
+  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + ring.scale_offset);  // [stage][block]
   const int stages = a.smem_stages;  // == the CTA's tiles at most (plan_ring_gemm)
   const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
 
@@ -91,8 +92,18 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
       __syncwarp();
     }
   } else {
+    // 2. Consumers: the block scales of every unit (they do not depend on the previous kernel
+    //    either), then the activations, which do.
+    auto load_scale = [&](int64_t index) -> uint32_t {
+      return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
+                    : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
+    };
+    for (int i = threadIdx.x; i < ntiles * nblocks; i += kGemmThreads) {
+      const int s = i / nblocks, lb = i - s * nblocks;
+      unit_scales[s * nblocks + lb] =
+          load_scale(int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb);
+    }
     const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-    // 2. Consumers: the activations come from the previous kernel.
     wait_for_previous_grid();
     timeline_stamp(a, 2);
     timeline_word(a, 0, entry_ns);
@@ -100,7 +111,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
     timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
     const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
     load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, 0, tokens, kb_begin, nblocks, rotation);
-    named_barrier_sync(kRingConsumerBarrier, kGemmThreads);
+    named_barrier_sync(kRingConsumerBarrier, kGemmThreads);  // activations and unit scales written
     timeline_stamp(a, 3);
 
     // 3. Stages as they land: warp w takes blocks w, w + 8, ... of each.
@@ -113,10 +124,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
       for (int c = 0; c < 2; ++c)
         lane_offset[h][c] = int32_t(ring_lane_offset(lane, h, c, a.max_blocks_per_cta, a.w_shuffled));
     const int32_t block_stride = int32_t(ring_block_stride(a.w_shuffled));
-    auto load_scale = [&](int64_t index) -> uint32_t {
-      return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
-                    : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
-    };
 
     float4 acc[TOKEN_TILES];
 #pragma unroll
@@ -124,15 +131,12 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
     uint32_t fold = 0;  // diagnostics (kStreamOnly)
     for (int s = 0; s < ntiles; ++s) {
       const int slot = s;
-      const int64_t scale_row = int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin;
-      uint32_t next_scale = my_blocks > 0 ? load_scale(scale_row + wk) : 0;  // in flight during the wait
       mbarrier_wait(full + 8 * slot, 0);  // the slot's only phase
       const uint8_t* stage = ring_bytes + slot * stage_bytes;
       for (int i = 0; i < my_blocks; ++i) {
         const int lb = wk + i * kGemmWarps;
         WeightUnit unit;
-        unit.scale_bits = next_scale;
-        if (i + 1 < my_blocks) next_scale = load_scale(scale_row + lb + kGemmWarps);
+        unit.scale_bits = unit_scales[s * nblocks + lb];
         const uint8_t* block = stage + lb * block_stride;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
