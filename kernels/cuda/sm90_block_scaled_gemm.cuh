@@ -239,6 +239,23 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
 }
 
+// Wait for the previous grid (the activations are its output), record the timeline stamps held
+// until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
+// synchronizes the threads that load.
+template <int TOKEN_TILES, bool PREQUANT>
+__device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
+                                                          int m_begin, int tokens, int kb_begin, int nblocks,
+                                                          int group, int rank, unsigned long long entry_ns,
+                                                          unsigned long long issued_ns) {
+  wait_for_previous_grid();
+  timeline_stamp(a, 2);
+  timeline_word(a, 0, entry_ns);
+  timeline_word(a, 1, issued_ns);
+  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
+  const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
+  load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
+}
+
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
 // (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
 // acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
@@ -482,13 +499,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
 
   // 2. The activations come from the previous kernel.
-  wait_for_previous_grid();
-  timeline_stamp(a, 2);
-  timeline_word(a, 0, entry_ns);
-  timeline_word(a, 1, issued_ns);
-  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
-  const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
-  load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
+  wait_and_load_activations<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, group, rank,
+                                                   entry_ns, issued_ns);
   __syncthreads();
   timeline_stamp(a, 3);
 

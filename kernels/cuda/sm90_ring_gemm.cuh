@@ -104,13 +104,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
           load_scale(int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb);
     }
     const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-    wait_for_previous_grid();
-    timeline_stamp(a, 2);
-    timeline_word(a, 0, entry_ns);
-    timeline_word(a, 1, issued_ns);
-    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
-    const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
-    load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, 0, tokens, kb_begin, nblocks, rotation);
+    wait_and_load_activations<TOKEN_TILES, PREQUANT>(a, act, xs, 0, tokens, kb_begin, nblocks, group, rank,
+                                                     entry_ns, issued_ns);
     named_barrier_sync(kRingConsumerBarrier, kGemmThreads);  // activations and unit scales written
     timeline_stamp(a, 3);
 
