@@ -1,6 +1,6 @@
-// sm_90 fused small-M FP8 block-scale GEMM, ring engine (M <= 16): the weight travels through a
-// shared-memory ring filled by TMA bulk copies, so that most of a CTA's weight is requested
-// before the kernel waits for the previous one.
+// sm_90 fused small-M FP8 block-scale GEMM, ring kernel (M <= 16): the weight travels into shared
+// memory through TMA bulk copies, all of a CTA's weight requested at entry, before the kernel
+// waits for the previous one.
 //
 // Why (docs/sm90.md, tools/stream_ceiling.py and tools/gemm_timeline.py on the H200): a read-only
 // kernel that requests 128 KB per SM through bulk copies streams a decode weight at 96-98 % of the
@@ -12,8 +12,8 @@
 //    CTA's K slice each, into its own slot with a "full" mbarrier that the copy's bytes complete:
 //    the plan gives every tile a slot, so none is refilled); it never waits for the previous
 //    kernel: the weight does not depend on it;
-//  * the consumers wait for the previous grid, quantize the CTA's K slice of x into shared memory
-//    (the same code as the register kernel), then take each stage as it lands: warp w handles the
+//  * the consumers fetch the CTA's block scales, wait for the previous grid, quantize the CTA's K
+//    slice of x into shared memory (the same code as the register kernel), then take each stage as it lands: warp w handles the
 //    stage's K blocks w, w + 8, ... with the same unit math (accumulate_unit, two MMA chains) and
 //    parks the tile's partial sums; the epilogue is the register kernel's (reduce_and_store);
 //  * the next kernel may launch at once; its CTA gets this SM when this one exits and requests its
@@ -53,8 +53,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const uint8_t* ring_bytes = smem + ring.ring_offset;
   const uint32_t ring_address = shared_address(smem + ring.ring_offset);
   const uint32_t full = shared_address(smem + ring.barrier_offset);  // + 8 * slot
-  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + ring.scale_offset);  // [stage][block]
-  const int stages = a.smem_stages;  // == the CTA's tiles at most (plan_ring_gemm)
+  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + ring.scale_offset);  // [tile][block]
+  // One slot (stage) per tile of the CTA: plan_ring_gemm sets smem_stages = max_tiles_per_cta, so
+  // slot s holds tile s and nothing is refilled.
+  const int stages = a.smem_stages;
   const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
