@@ -126,6 +126,34 @@ def test_gpu_gemm_vs_cpu(gpu, M, fmt):
         assert torch.equal(_bits(q), _bits(qc)) and torch.equal(_bits(s), _bits(sc))
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [1, 8, 13])
+def test_sm90_ring_and_register_kernels(gpu, M, fmt):
+    """sm_90: the ring kernel (the default for M <= 16 where it fits) and the register kernel
+    (config flag 32) both meet the §3.4 contract; the register kernel's staging depth does not
+    change its bits, nor does the register-staging flag (8) change the default's; forced cluster
+    sizes (1, 2 with spread clusters) meet the contract too."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    e8 = fmt == "e8m0"
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    for (n, k) in [(5120, 4096), (4096, 2048), (272, 1024)]:
+        w, ws = rand_weight(n, k, 5), rand_wscale(n, k, e8, 5)
+        x = rand_act((M, k), torch.bfloat16, M + 5)
+        bias = torch.randn(n).bfloat16()
+        ref = smallm_ref(x, w, ws, bias)
+        xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
+        out = fx.smallm_gemm(xd, wd, wsd, False, bd)
+        assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
+        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 8])), _bits(out))
+        register = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 32])
+        assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
+        for config in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 2]):
+            assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, config)), _bits(register)), config
+        for config in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64]):
+            assert_gemm_contract(configured(xd, wd, wsd, False, bd, config), ref, f"config {config} N={n} M={M}")
+
+
 def test_cpu_tensor_to_gpu_path_is_an_error(gpu):
     """A CPU tensor passed to a CUDA path is an error, not a silent copy."""
     w, ws = rand_weight(N, K, 4), rand_wscale(N, K, False, 4)
