@@ -113,71 +113,119 @@ __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
                     cvt_e4m3x2_to_f16x2(hi >> 16));
 }
 
+// The prologue visits the groups (token m, K block lb) of the CTA's slice token-major, a fixed
+// number of lanes per group and `stride` groups apart, without integer division in the loop
+// (ncu on the H200 put half of the ring kernel's instructions in a prologue that divided twice
+// per group): the (m, lb) pair advances by a fixed step.
+struct GroupCursor {
+  int m, lb, step_m, step_lb, nblocks;
+  __device__ __forceinline__ GroupCursor(int first, int stride, int nblocks_) : nblocks(nblocks_) {
+    m = first / nblocks;
+    lb = first - m * nblocks;
+    step_m = stride / nblocks;
+    step_lb = stride - step_m * nblocks;
+  }
+  __device__ __forceinline__ void advance() {
+    m += step_m;
+    lb += step_lb;
+    if (lb >= nblocks) {
+      lb -= nblocks;
+      ++m;
+    }
+  }
+  // The block read: lb rotated by `rotation` (< nblocks), so that the grid's CTAs do not all
+  // read the same L2 lines at the same moment.
+  __device__ __forceinline__ int rotated_block(int rotation) const {
+    const int b = lb + rotation;
+    return b >= nblocks ? b - nblocks : b;
+  }
+};
+
+// 8 activation values (16 bytes of bf16 or fp16) as fp32, exact.
+template <bool FP16>
+__device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (FP16) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));  // cvt.f32.f16: exact
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    } else {
+      v[2 * j] = __uint_as_float(words[j] << 16);
+      v[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
+    }
+  }
+}
+
 // Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
-// A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes. CTAs start at
-// different groups so that the grid does not read the same L2 lines at the same moment.
-template <int BATCH>
+// A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes; BATCH groups'
+// loads are in flight before the first is quantized. The warp stays converged (the upper
+// half-warp's group is never before the lower one's, so the warp runs while its lower half has
+// work; an upper half past the end computes on nothing and stores nothing): the shuffles then
+// take the full mask, which spares the divergence checks a per-half mask costs on every one.
+template <int THREADS, int BATCH, bool FP16>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation) {
-  const int half_warp = threadIdx.x >> 4, l16 = threadIdx.x & 15;
-  const unsigned half_mask = 0xFFFFu << (threadIdx.x & 16);
-  const int groups = tokens * nblocks;
-  constexpr int kHalfWarps = kGemmThreads / 16;
-  const auto* x = static_cast<const uint16_t*>(a.x);
-  for (int base = half_warp; base < groups; base += kHalfWarps * BATCH) {
+  const int l16 = threadIdx.x & 15;
+  const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
+                  int64_t(kb_begin) * kBlockK + l16 * 8;
+  GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
+  while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
+    // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
+    // registers than remembering each group's indices).
+    const GroupCursor first = cursor;
     uint4 raw[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      const int gidx = base + i * kHalfWarps;
-      if (gidx < groups) {
-        const int rotated = (gidx + rotation) % groups;
-        const int m = rotated / nblocks, lb = rotated - m * nblocks;
-        raw[i] = load_shared_readonly_16B(x + (m_begin + m) * a.x_row_stride + (kb_begin + lb) * kBlockK + l16 * 8);
-      }
+      raw[i] = make_uint4(0, 0, 0, 0);
+      if (cursor.m < tokens)
+        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+      cursor.advance();
     }
+    GroupCursor group = first;
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      const int gidx = base + i * kHalfWarps;
-      if (gidx >= groups) continue;  // uniform across the half-warp
-      const int rotated = (gidx + rotation) % groups;
-      const int m = rotated / nblocks, lb = rotated - m * nblocks;
+    for (int i = 0; i < BATCH; ++i, group.advance()) {
+      const bool valid = group.m < tokens;
+      if (!__any_sync(0xFFFFFFFFu, valid)) break;  // m only grows
+      const int lb = group.rotated_block(rotation);
       float v[8];
-      unpack_8(raw[i], a.x_is_fp16, v);
-      const Quantized8 q = quantize_8_of_group(v, a.e8m0, half_mask);
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * l16)) = e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
-      if (l16 == 0) xs[lb * token_pad + m] = q.params.scale;
+      unpack_8_as<FP16>(raw[i], v);
+      const Quantized8 q = quantize_8_of_group(v, a.e8m0, 0xFFFFFFFFu);  // offsets < 16: within the half
+      if (valid) {
+        *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * l16)) =
+            e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
+        if (l16 == 0) xs[lb * token_pad + group.m] = q.params.scale;
+      }
     }
   }
 }
 
 // Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 and decode
 // x_scale. Eight lanes (16 bytes each) per 128-byte group.
-template <int BATCH>
+template <int THREADS, int BATCH>
 __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                         int token_pad, int m_begin, int tokens, int kb_begin,
                                                         int nblocks, int rotation) {
-  const int eighth = threadIdx.x >> 3, l8 = threadIdx.x & 7;
-  const int groups = tokens * nblocks;
-  constexpr int kEighths = kGemmThreads / 8;
-  const auto* xq = static_cast<const uint8_t*>(a.x);
-  for (int base = eighth; base < groups; base += kEighths * BATCH) {
+  const int l8 = threadIdx.x & 7;
+  const auto* xq = static_cast<const uint8_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
+                   int64_t(kb_begin) * kBlockK + l8 * 16;
+  GroupCursor cursor(threadIdx.x >> 3, THREADS / 8, nblocks);
+  while (cursor.m < tokens) {
+    const GroupCursor first = cursor;
     uint4 raw[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      const int gidx = base + i * kEighths;
-      if (gidx < groups) {
-        const int rotated = (gidx + rotation) % groups;
-        const int m = rotated / nblocks, lb = rotated - m * nblocks;
-        raw[i] = load_shared_readonly_16B(xq + (m_begin + m) * a.x_row_stride + (kb_begin + lb) * kBlockK + l8 * 16);
-      }
+      if (cursor.m < tokens)
+        raw[i] = load_shared_readonly_16B(xq + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+      cursor.advance();
     }
+    GroupCursor group = first;
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      const int gidx = base + i * kEighths;
-      if (gidx >= groups) continue;
-      const int rotated = (gidx + rotation) % groups;
-      const int m = rotated / nblocks, lb = rotated - m * nblocks;
+    for (int i = 0; i < BATCH; ++i, group.advance()) {
+      if (group.m >= tokens) break;
+      const int lb = group.rotated_block(rotation), m = group.m;
       *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
       *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8 + 8)) =
           e4m3x8_to_f16x8(raw[i].z, raw[i].w);
@@ -189,15 +237,17 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
   }
 }
 
-// Padding tokens (tokens .. token_pad) contribute exact zeros; their outputs are never stored.
-__device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int token_pad, int tokens,
-                                                    int nblocks) {
-  const int pad = token_pad - tokens;
-  for (int i = threadIdx.x; i < nblocks * pad * 16; i += kGemmThreads) {
-    const int slot = i & 15, rest = i >> 4;
-    const int lb = rest / pad, m = tokens + rest % pad;
-    *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * slot)) = make_uint4(0, 0, 0, 0);
-    if (slot == 0) xs[lb * token_pad + m] = 0.0f;
+// Padding tokens (tokens .. TOKEN_PAD) contribute exact zeros; their outputs are never stored.
+// A (block, token) row of the f16 activations is 256 contiguous bytes (act_f16_offset), so the
+// padding rows are cleared whole.
+template <int THREADS, int TOKEN_PAD>
+__device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int tokens, int nblocks) {
+  if (tokens >= TOKEN_PAD) return;
+  for (int i = threadIdx.x; i < nblocks * TOKEN_PAD * 16; i += THREADS) {
+    const int row = i >> 4, token = row % TOKEN_PAD;
+    if (token < tokens) continue;
+    *reinterpret_cast<uint4*>(act + int64_t(i) * 16) = make_uint4(0, 0, 0, 0);
+    if ((i & 15) == 0) xs[row] = 0.0f;  // xs is [block][token] too
   }
 }
 
@@ -223,26 +273,31 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 }
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
-// pre-quantized), padding tokens zeroed. No barrier: the caller synchronizes.
-template <int TOKEN_TILES, bool PREQUANT>
+// pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
+// the caller synchronizes.
+template <int TOKEN_TILES, bool PREQUANT, int THREADS>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   if (a.flags & kSkipPrologue) {
     // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
-    copy_prequantized_slice<kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
-                                                  rotation);
+    copy_prequantized_slice<THREADS, kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
+                                                           rotation);
+  } else if (a.x_is_fp16) {
+    quantize_activation_slice<THREADS, kActivationBatch, true>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+                                                               nblocks, rotation);
   } else {
-    quantize_activation_slice<kActivationBatch>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation);
+    quantize_activation_slice<THREADS, kActivationBatch, false>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+                                                                nblocks, rotation);
   }
-  zero_padding_tokens(act, xs, kTokenPad, tokens, nblocks);
+  zero_padding_tokens<THREADS, kTokenPad>(act, xs, tokens, nblocks);
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
 // synchronizes the threads that load.
-template <int TOKEN_TILES, bool PREQUANT>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
@@ -252,8 +307,8 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   timeline_word(a, 0, entry_ns);
   timeline_word(a, 1, issued_ns);
   timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
-  const int rotation = (group * 7 + rank * 3) % max(1, tokens * nblocks);
-  load_activation_slice<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
+  const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
+  load_activation_slice<TOKEN_TILES, PREQUANT, THREADS>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
@@ -372,10 +427,13 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
 
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
   const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
-  for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * tokens;
+  // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
+  // compile-time padding, so that no integer division by `tokens` is needed.
+  for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
        i += kGemmThreads) {
     const int row = i % kTileRows, rest = i / kTileRows;
-    const int m = rest % tokens, owned = rest / tokens;
+    const int m = rest % kTokenPad, owned = rest / kTokenPad;
+    if (m >= tokens) continue;
     const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
     float sum = slots[0];
     for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
@@ -499,8 +557,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
 
   // 2. The activations come from the previous kernel.
-  wait_and_load_activations<TOKEN_TILES, PREQUANT>(a, act, xs, m_begin, tokens, kb_begin, nblocks, group, rank,
-                                                   entry_ns, issued_ns);
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kGemmThreads>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
+                                                                 group, rank, entry_ns, issued_ns);
   __syncthreads();
   timeline_stamp(a, 3);
 

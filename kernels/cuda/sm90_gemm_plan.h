@@ -130,7 +130,7 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   return best;
 }
 
-// Ring kernel (M <= 16): one CTA of 8 consumer warps + 1 producer per SM, clusters of k_split <= 2
+// Ring kernel (M <= 16): one CTA of 16 consumer warps + 1 producer per SM, clusters of k_split <= 2
 // CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream:
 // docs/sm90.md). Every 16-row tile of the CTA gets its own stage, so the whole weight share of
 // the CTA is requested at entry and no slot is ever refilled (a refill's write-after-read order
@@ -167,7 +167,8 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
       tiles = ceil_div(T, groups);
       if (smem_for(tiles) > max_smem) continue;
     }
-    const int64_t warp_units = tiles * ceil_div(blocks, kWarpsPerCta);  // the busiest consumer warp
+    // the busiest consumer warp: two groups of kWarpsPerCta warps take alternate tiles
+    const int64_t warp_units = ceil_div(tiles, 2) * ceil_div(blocks, kWarpsPerCta);
     const double cost = double(warp_units) * kWarpsPerCta * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
     if (best.cost < 0 || cost < best.cost) {

@@ -7,15 +7,18 @@
 // copy bandwidth in graph replay, while the register pipeline (3-4 units per warp in registers,
 // 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
 // activation prologue and serialises each unit's MMAs with its refill. Here:
-//  * one CTA per SM: 8 consumer warps + 1 producer warp (288 threads, no 128-register cap);
-//  * the producer's lane 0 requests every stage of the CTA at entry (one 16-row tile over the
-//    CTA's K slice each, into its own slot with a "full" mbarrier that the copy's bytes complete:
-//    the plan gives every tile a slot, so none is refilled); it never waits for the previous
-//    kernel: the weight does not depend on it;
-//  * the consumers fetch the CTA's block scales, wait for the previous grid, quantize the CTA's K
-//    slice of x into shared memory (the same code as the register kernel), then take each stage as it lands: warp w handles the
-//    stage's K blocks w, w + 8, ... with the same unit math (accumulate_unit, two MMA chains) and
-//    parks the tile's partial sums; the epilogue is the register kernel's (reduce_and_store);
+//  * one CTA per SM, 16 warps (512 threads, up to 128 registers each); no producer warp: the
+//    whole weight share is requested once, at entry, by lane 0 of warp s % 16 for tile s (one
+//    16-row tile over the CTA's K slice per stage, into its own slot with a "full" mbarrier that
+//    the copies' bytes complete: the plan gives every tile a slot, so none is refilled), before
+//    anything waits for the previous kernel: the weight does not depend on it;
+//  * then every warp fetches its share of the CTA's block scales, waits for the previous grid,
+//    quantizes the CTA's K slice of x into shared memory (the same code as the register kernel),
+//    and takes the stages as they land: warp (wt, wk) handles the K blocks wk, wk + 8, ... of
+//    tiles wt, wt + 2, ... (two groups of 8 warps: twice the warps of the first version, whose
+//    stream phase the timeline showed bound by shared-memory and MMA latency), two units at a
+//    time, with the same unit math (accumulate_unit, two MMA chains), and parks the tile's
+//    partial sums; the epilogue is the register kernel's (reduce_and_store);
 //  * the next kernel may launch at once; its CTA gets this SM when this one exits and requests its
 //    own ring while the rest of this grid finishes (programmatic dependent launch).
 // Index formulas: sm90_gemm_layout.h (ring_*), checked on the CPU by tests/sm90_layout_check.cpp.
@@ -25,8 +28,10 @@
 
 namespace sgl_fp8::sm90 {
 
-constexpr int kRingThreads = kGemmThreads + 32;  // 8 consumer warps, then the producer warp
-constexpr int kRingConsumerBarrier = 1;          // named barrier of the consumer warps
+constexpr int kRingWarpsK = kGemmWarps;  // warps sharing a tile: K blocks wk, wk + 8, ...
+constexpr int kRingTileGroups = 2;       // groups of kRingWarpsK warps taking alternate tiles
+constexpr int kRingWarps = kRingWarpsK * kRingTileGroups;
+constexpr int kRingThreads = kRingWarps * 32;
 
 template <int TOKEN_TILES, bool PREQUANT>
 __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKernelArgs a) {
@@ -44,7 +49,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const int kb_end = (rank + 1) * a.kblocks / a.k_split;
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
 
-  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, kGemmWarps, a.k_split, 0);
+  const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, kRingWarpsK, a.k_split, 0);
   const RingSmemLayout ring(layout, a.max_blocks_per_cta, a.w_shuffled, a.smem_stages);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
@@ -60,60 +65,59 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool producer = warp == kGemmWarps;
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
-  if (producer && lane == 0) {
+  if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) mbarrier_init(full + 8 * s, 1);
     mbarrier_init_fence();
   }
   __syncthreads();
   allow_next_grid_launch();
 
-  if (producer) {
-    // 1. Producer: every stage of the CTA at once.
+  // 1. Every stage of the CTA at once: lane 0 of warp s % kRingWarps requests tile s.
+  if (lane == 0) {
     const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
     const uint32_t copy_bytes = row_bytes * kTileRows;
-    for (int s = 0; s < ntiles; ++s) {
+    for (int s = warp; s < ntiles; s += kRingWarps) {
       const int slot = s;
-      if (lane == 0) {
-        const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
-        const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
-        mbarrier_arrive_expect_tx(full + 8 * slot, copy_bytes);
-        if (a.w_shuffled) {
-          bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * slot);
-        } else {
-          const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
-          for (int r = 0; r < kTileRows; ++r)
-            bulk_copy_to_shared(dst + r * row_stride, tile + int64_t(r) * a.K + int64_t(kb_begin) * kBlockK,
-                                row_bytes, full + 8 * slot);
-        }
+      const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
+      const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
+      mbarrier_arrive_expect_tx(full + 8 * slot, copy_bytes);
+      if (a.w_shuffled) {
+        bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * slot);
+      } else {
+        const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
+        for (int r = 0; r < kTileRows; ++r)
+          bulk_copy_to_shared(dst + r * row_stride, tile + int64_t(r) * a.K + int64_t(kb_begin) * kBlockK, row_bytes,
+                              full + 8 * slot);
       }
-      __syncwarp();
     }
-  } else {
-    // 2. Consumers: the block scales of every unit (they do not depend on the previous kernel
-    //    either), then the activations, which do.
+  }
+  __syncwarp();
+
+  // 2. The block scales of every unit (they do not depend on the previous kernel either), then
+  //    the activations, which do.
+  {
     auto load_scale = [&](int64_t index) -> uint32_t {
       return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
                     : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
     };
-    for (int i = threadIdx.x; i < ntiles * nblocks; i += kGemmThreads) {
+    for (int i = threadIdx.x; i < ntiles * nblocks; i += kRingThreads) {
       const int s = i / nblocks, lb = i - s * nblocks;
       unit_scales[s * nblocks + lb] =
           load_scale(int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb);
     }
     const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-    wait_and_load_activations<TOKEN_TILES, PREQUANT>(a, act, xs, 0, tokens, kb_begin, nblocks, group, rank,
-                                                     entry_ns, issued_ns);
-    named_barrier_sync(kRingConsumerBarrier, kGemmThreads);  // activations and unit scales written
+    wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
+                                                                 rank, entry_ns, issued_ns);
+    __syncthreads();  // activations and unit scales written
     timeline_stamp(a, 3);
 
-    // 3. Stages as they land: warp w takes blocks w, w + 8, ... of each.
-    const int wk = warp;
-    const int my_blocks = nblocks > wk ? (nblocks - wk + kGemmWarps - 1) / kGemmWarps : 0;
+    // 3. Stages as they land: warp (wt, wk) takes blocks wk, wk + 8, ... of tiles wt, wt + 2, ...
+    const int wk = warp % kRingWarpsK, wt = warp / kRingWarpsK;
+    const int my_blocks = nblocks > wk ? (nblocks - wk + kRingWarpsK - 1) / kRingWarpsK : 0;
     int32_t lane_offset[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -126,30 +130,45 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
     uint32_t fold = 0;  // diagnostics (kStreamOnly)
-    for (int s = 0; s < ntiles; ++s) {
+    auto load_unit = [&](const uint8_t* stage, int s, int lb, WeightUnit& unit) {
+      unit.scale_bits = unit_scales[s * nblocks + lb];
+      const uint8_t* block = stage + lb * block_stride;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          unit.bytes[h * 2 + c] = *reinterpret_cast<const uint4*>(block + lane_offset[h][c]);
+    };
+    auto use_unit = [&](const WeightUnit& unit, int lb) {
+      if (a.flags & kStreamOnly) {
+#pragma unroll
+        for (int j = 0; j < kUnitLoads; ++j)
+          fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
+        acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
+      } else {
+        accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
+      }
+    };
+    for (int s = wt; s < ntiles; s += kRingTileGroups) {
       const int slot = s;
       mbarrier_wait(full + 8 * slot, 0);  // the slot's only phase
       const uint8_t* stage = ring_bytes + slot * stage_bytes;
-      for (int i = 0; i < my_blocks; ++i) {
-        const int lb = wk + i * kGemmWarps;
-        WeightUnit unit;
-        unit.scale_bits = unit_scales[s * nblocks + lb];
-        const uint8_t* block = stage + lb * block_stride;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int c = 0; c < 2; ++c)
-            unit.bytes[h * 2 + c] = *reinterpret_cast<const uint4*>(block + lane_offset[h][c]);
-        if (a.flags & kStreamOnly) {
-#pragma unroll
-          for (int j = 0; j < kUnitLoads; ++j)
-            fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
-          acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
-        } else {
-          accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
-        }
+      // Two units at a time: both units' shared-memory loads are issued before either's MMAs
+      // (the units are still added to acc in block order, so the sum is the same).
+      int i = 0;
+      for (; i + 1 < my_blocks; i += 2) {
+        WeightUnit first, second;
+        load_unit(stage, s, wk + i * kRingWarpsK, first);
+        load_unit(stage, s, wk + (i + 1) * kRingWarpsK, second);
+        use_unit(first, wk + i * kRingWarpsK);
+        use_unit(second, wk + (i + 1) * kRingWarpsK);
       }
-      park_partials(red, acc, s, kGemmWarps, wk, lane);
+      if (i < my_blocks) {
+        WeightUnit unit;
+        load_unit(stage, s, wk + i * kRingWarpsK, unit);
+        use_unit(unit, wk + i * kRingWarpsK);
+      }
+      park_partials(red, acc, s, kRingWarpsK, wk, lane);
     }
   }
   __syncthreads();
@@ -160,9 +179,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
     return;
   }
 
-  // 4./5. Partials across warps and the cluster, bias, output (the producer warp only joins the
-  //       barriers).
-  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, !producer);
+  // 4./5. Partials across warps and the cluster, bias, output (the first kGemmThreads threads move
+  //       the data; the others join the barriers).
+  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens,
+                                threadIdx.x < kGemmThreads);
 }
 
 }  // namespace sgl_fp8::sm90
