@@ -57,14 +57,14 @@ def parse_cases(text):
     return cases
 
 
-def run_graph(x, weights, config, replays):
+def run_graph(x, weights, config, replays, shuffled=False):
     """Replay a graph of one configured launch per weight copy; return its outputs after a final
     replay into zeroed outputs (records a CTA did not write stay zero)."""
     outs = [None] * len(weights)
 
     def call(i):
         w, s = weights[i]
-        outs[i] = torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
+        outs[i] = torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, shuffled, None, config)
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -147,6 +147,7 @@ def main():
     parser.add_argument("--variants", default="default,stream_alone,no_prologue")
     parser.add_argument("--copies", type=int, default=24)
     parser.add_argument("--replays", type=int, default=5)
+    parser.add_argument("--shuffled", action="store_true", help="read the weights as AITER-shuffled (random bytes either way: timing only)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
@@ -156,7 +157,7 @@ def main():
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(0)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(), "shuffled": args.shuffled,
               "copies": args.copies, "rows": []}
     weights_for = {}
     for n, k, m in parse_cases(args.cases):
@@ -166,18 +167,18 @@ def main():
             weights_for[(n, k)] = [make_weight(n, k, False, device, gen)[:2] for _ in range(args.copies)]
         weights = weights_for[(n, k)]
         x = torch.randn(m, k, generator=gen, device=device).to(torch.bfloat16)
-        plain_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8.smallm_gemm(x, w, s, False, None)
+        plain_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8.smallm_gemm(x, w, s, args.shuffled, None)
                                   for w, s in weights], 20)
         for name in args.variants.split(","):
             config = VARIANTS[name]
             try:
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, weights[0][0], weights[0][1], False, None, config)
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, weights[0][0], weights[0][1], args.shuffled, None, config)
             except RuntimeError as e:  # a forced configuration may not fit this shape
                 print(f"N={n} K={k} M={m} {name}: {str(e).splitlines()[0][:160]}", flush=True)
                 continue
-            timed_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
+            timed_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, args.shuffled, None, config)
                                       for w, s in weights], 20)
-            summary = summarise(run_graph(x, weights, config, args.replays))
+            summary = summarise(run_graph(x, weights, config, args.replays, args.shuffled))
             row = {"N": n, "K": k, "M": m, "variant": name, "config": config, "smallm_gemm_us": plain_us,
                    "timeline_run_us": timed_us, **summary}
             result["rows"].append(row)

@@ -82,6 +82,13 @@ def all_variants() -> List[Variant]:
     return variants
 
 
+def copy_size_variants() -> List[Variant]:
+    """Does the size of each bulk copy matter at the same bytes in flight? (The ring GEMM kernel
+    copies plain weights one 2 KB row at a time.)"""
+    return [Variant("bulk", {"chunk": c * KIB, "stages": min(32, r // c), "ctas_per_sm": 1})
+            for c, r in ((2, 64), (4, 64), (32, 64), (4, 128), (32, 128))]
+
+
 def quick_variants() -> List[Variant]:
     return [
         Variant("ldg", {"depth": 8, "ctas_per_sm": 2}),
@@ -223,7 +230,7 @@ def run(args) -> dict:
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
-    variants = quick_variants() if args.quick else all_variants()
+    variants = copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants()
 
     tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
     kernels = Kernels(build_library(tmp))
@@ -321,6 +328,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="directory for stream_ceiling.json")
     parser.add_argument("--quick", action="store_true", help="4 variants instead of the full sweep")
+    parser.add_argument("--copy-sizes", action="store_true", help="bulk copies of 2-32 KB at the same bytes in flight")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")

@@ -8,10 +8,10 @@
 // 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
 // activation prologue and serialises each unit's MMAs with its refill. Here:
 //  * one CTA per SM, 16 warps (512 threads, up to 128 registers each); no producer warp: the
-//    whole weight share is requested once, at entry, by lane 0 of warp s % 16 for tile s (one
-//    16-row tile over the CTA's K slice per stage, into its own slot with a "full" mbarrier that
-//    the copies' bytes complete: the plan gives every tile a slot, so none is refilled), before
-//    anything waits for the previous kernel: the weight does not depend on it;
+//    whole weight share is requested once, at entry, the copies spread over the warps' lane 0
+//    (one 16-row tile over the CTA's K slice per stage, into its own slot with a "full" mbarrier
+//    that the copies' bytes complete: the plan gives every tile a slot, so none is refilled),
+//    before anything waits for the previous kernel: the weight does not depend on it;
 //  * then every warp fetches its share of the CTA's block scales, waits for the previous grid,
 //    quantizes the CTA's K slice of x into shared memory (the same code as the register kernel),
 //    and takes the stages as they land: warp (wt, wk) handles the K blocks wk, wk + 8, ... of
@@ -69,29 +69,35 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
+  const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) mbarrier_init(full + 8 * s, 1);
     mbarrier_init_fence();
+    // Each slot expects its tile's bytes before any copy is issued (a copy may then land first:
+    // the transaction count may go below zero, the phase still needs this arrival).
+    for (int s = 0; s < ntiles; ++s) mbarrier_arrive_expect_tx(full + 8 * s, row_bytes * kTileRows);
   }
   __syncthreads();
   allow_next_grid_launch();
 
-  // 1. Every stage of the CTA at once: lane 0 of warp s % kRingWarps requests tile s.
+  // 1. Every stage of the CTA at once, the copies spread over the warps' lane 0 (an issuing lane
+  //    stalls while the SM's copy queue is full, and its warp with it): plain weights travel as
+  //    one copy per row, row r of every tile from warp r; AITER-shuffled tiles are contiguous,
+  //    one copy per tile, tile s from warp s % 16.
   if (lane == 0) {
-    const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
-    const uint32_t copy_bytes = row_bytes * kTileRows;
-    for (int s = warp; s < ntiles; s += kRingWarps) {
-      const int slot = s;
-      const uint32_t dst = ring_address + uint32_t(slot * stage_bytes);
-      const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
-      mbarrier_arrive_expect_tx(full + 8 * slot, copy_bytes);
-      if (a.w_shuffled) {
-        bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * slot);
-      } else {
-        const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
-        for (int r = 0; r < kTileRows; ++r)
-          bulk_copy_to_shared(dst + r * row_stride, tile + int64_t(r) * a.K + int64_t(kb_begin) * kBlockK, row_bytes,
-                              full + 8 * slot);
+    if (a.w_shuffled) {
+      for (int s = warp; s < ntiles; s += kRingWarps) {
+        const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
+        bulk_copy_to_shared(ring_address + uint32_t(s * stage_bytes), tile + int64_t(kb_begin) * kTileRows * kBlockK,
+                            row_bytes * kTileRows, full + 8 * s);
+      }
+    } else {
+      static_assert(kRingWarps == kTileRows, "one warp per row of a tile");
+      const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
+      for (int s = 0; s < ntiles; ++s) {
+        const uint8_t* row = a.w + (int64_t(tile_begin + s) * kTileRows + warp) * a.K + int64_t(kb_begin) * kBlockK;
+        bulk_copy_to_shared(ring_address + uint32_t(s * stage_bytes) + warp * row_stride, row, row_bytes,
+                            full + 8 * s);
       }
     }
   }
