@@ -63,6 +63,8 @@ static void check_weight_units() {
 
 // For each MMA step (chunk c, word w) the A fragment's logical k of lane q maps to the physical
 // bytes that B (the activations) supplies for the same logical k: the K permutation is shared.
+// Both K choices: the register kernel's (unit_k_of) and the ring kernel's (ring_k_of).
+template <bool RING>
 static void check_k_permutation() {
   std::set<int> all_physical;
   for (int chunk = 0; chunk < 2; ++chunk)
@@ -72,12 +74,14 @@ static void check_k_permutation() {
         const int lane = q;  // g does not change k
         const int ks[4] = {2 * q, 2 * q + 1, 8 + 2 * q, 9 + 2 * q};
         for (int i = 0; i < 4; ++i) {
-          const int p = a_physical_k(lane, chunk, word, ks[i]);
+          const int p = a_physical_k<RING>(lane, chunk, word, ks[i]);
           // B: b0 holds logical (2q, 2q+1) = f16 pair 4w, 4w+1 of the lane's chunk, b1 holds
-          // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_block_scaled_gemm.cuh, consume_unit).
-          const int b_physical = unit_k_of(lane, chunk) + 4 * word + i;
-          CHECK(p == b_physical, "k permutation: chunk=%d word=%d q=%d logical=%d A=%d B=%d", chunk, word, q, ks[i], p,
-                b_physical);
+          // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_block_scaled_gemm.cuh, accumulate_unit).
+          const int b_physical = (RING ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk)) + 4 * word + i;
+          CHECK(p == b_physical, "k permutation: ring=%d chunk=%d word=%d q=%d logical=%d A=%d B=%d", RING, chunk, word,
+                q, ks[i], p, b_physical);
+          for (int g = 1; g < 8; ++g)  // the same K for every row/token of the fragment
+            CHECK(a_physical_k<RING>(lane + 4 * g, chunk, word, ks[i]) == p, "k depends on g");
           logical.insert(ks[i]);
           physical.insert(p);
           all_physical.insert(p);
@@ -107,14 +111,17 @@ static void check_activation_smem() {
       for (int chunk = 0; chunk < 2; ++chunk)
         for (int half = 0; half < 2; ++half)
           for (int quarter = 0; quarter < 4; ++quarter) {
-            std::set<int> banks;
-            for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
-              const int token = 8 * t + (lane >> 2);
-              const int o = act_f16_offset(1, token, token_pad, unit_k_of(lane, chunk) + 8 * half);
-              banks.insert((o / 16) % 8);
+            for (bool ring : {false, true}) {
+              std::set<int> banks;
+              for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
+                const int token = 8 * t + (lane >> 2);
+                const int k = ring ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk);
+                const int o = act_f16_offset(1, token, token_pad, k + 8 * half);
+                banks.insert((o / 16) % 8);
+              }
+              CHECK(banks.size() == 8, "act read bank conflict: ring=%d tiles=%d chunk=%d half=%d quarter=%d", ring,
+                    token_tiles, chunk, half, quarter);
             }
-            CHECK(banks.size() == 8, "act read bank conflict: tiles=%d chunk=%d half=%d quarter=%d", token_tiles,
-                  chunk, half, quarter);
           }
   }
 }
@@ -220,9 +227,12 @@ static void check_plans() {
   }
 }
 
-// Ring kernel: the bulk copies put global row r's K slice at r * ring_row_stride (plain) or the
-// tile's contiguous blocks as they are (shuffled); each lane's pieces at ring_lane_offset +
-// lb * ring_block_stride must be the SPEC bytes the register kernel's lane reads for that unit,
+// Ring kernel. Plain weights: the tensor-map box [block][row][128 bytes] with the 128-byte
+// swizzle puts global byte (tile row r, K byte kk of the slice) at block (kk / 128) * 2048 +
+// r * 128, its 16-byte piece p = (kk % 128) / 16 moved to p ^ (r % 8) (CUDA driver API,
+// CU_TENSOR_MAP_SWIZZLE_128B: 16-byte chunks swizzled within each 128-byte span by the span's
+// index modulo 8, stages 1024-byte aligned). Shuffled: the tile's blocks as they are. Each lane's
+// pieces at ring_lane_offset + lb * ring_block_stride must be the SPEC bytes of (row, ring_k_of),
 // and (plain) the 8 lanes of each quarter-warp must read 8 different 16-byte bank groups.
 static void check_ring() {
   for (bool shuffled : {false, true}) {
@@ -233,29 +243,33 @@ static void check_ring() {
         for (int rank = 0; rank < S; ++rank) {
           const long long kb0 = rank * KB / S, nblocks = (rank + 1) * KB / S - kb0;
           const long long tile = 3;
-          // where the bulk copies put global byte (tile row r, K byte kk of the slice)
           auto smem_of = [&](long long r, long long kk) {
             if (shuffled) return spec_offset(16 * tile + r, 128 * kb0 + kk, K, true) - (tile * 16 * K + kb0 * 2048);
-            return r * ring_row_stride(max_blocks) + kk;
+            const long long span = (kk / 128) * 16 + r;  // 128-byte spans from the stage start
+            return span * 128 + ((((kk % 128) / 16) ^ (span % 8)) * 16) + kk % 16;
           };
+          std::set<long long> covered;
           for (long long lb = 0; lb < nblocks; ++lb)
             for (int lane = 0; lane < 32; ++lane)
               for (int half = 0; half < 2; ++half)
                 for (int chunk = 0; chunk < 2; ++chunk) {
-                  const long long row = (lane >> 2) + 8 * half, k = unit_k_of(lane, chunk);
-                  const long long got = lb * ring_block_stride(shuffled) + ring_lane_offset(lane, half, chunk, max_blocks, shuffled);
-                  for (int j = 0; j < 16; j += 15)
+                  const long long row = (lane >> 2) + 8 * half, k = ring_k_of(lane, chunk);
+                  const long long got = lb * ring_block_stride() + ring_lane_offset(lane, half, chunk, shuffled);
+                  for (int j = 0; j < 16; ++j) {
                     CHECK(got + j == smem_of(row, 128 * lb + k + j), "ring bytes: shuffled=%d K=%lld S=%d lb=%lld lane=%d",
                           shuffled, K, S, lb, lane);
-                  CHECK(got + 16 <= ring_stage_bytes(max_blocks, shuffled) && got % 16 == 0, "ring piece outside the stage");
+                    covered.insert(row * 100000 + 128 * lb + k + j);
+                  }
+                  CHECK(got + 16 <= ring_stage_bytes(max_blocks) && got % 16 == 0, "ring piece outside the stage");
                 }
+          CHECK((long long)covered.size() == 16 * 128 * nblocks, "ring coverage: %zu", covered.size());
           if (shuffled) continue;
           for (int half = 0; half < 2; ++half)
             for (int chunk = 0; chunk < 2; ++chunk)
               for (int quarter = 0; quarter < 4; ++quarter) {
                 std::set<long long> groups;
                 for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane)
-                  groups.insert((ring_lane_offset(lane, half, chunk, max_blocks, false) / 16) % 8);
+                  groups.insert((ring_lane_offset(lane, half, chunk, false) / 16) % 8);
                 CHECK(groups.size() == 8, "ring bank conflict: K=%lld S=%d half=%d chunk=%d quarter=%d", K, S, half,
                       chunk, quarter);
               }
@@ -281,9 +295,9 @@ static void check_ring() {
           CHECK(plan.ring, "no ring plan for N=%lld K=%lld M=%lld", N, K, M);
         if (!plan.ring) continue;
         const GemmSmemLayout base(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, 8, plan.k_split);
-        const RingSmemLayout ring(base, plan.max_blocks_per_cta, shuffled, plan.smem_stages);
+        const RingSmemLayout ring(base, plan.max_blocks_per_cta, plan.smem_stages);
         CHECK(ring.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "ring smem %lld", (long long)plan.smem_bytes);
-        CHECK(ring.ring_offset % 128 == 0 && ring.barrier_offset % 8 == 0, "ring alignment");
+        CHECK(ring.ring_offset % 1024 == 0 && ring.barrier_offset % 8 == 0, "ring alignment");
         CHECK(plan.smem_stages == plan.max_tiles_per_cta, "ring stages %d: every tile needs its own slot", plan.smem_stages);
         CHECK(plan.warps_k == 8 && plan.warps_t == 1 && plan.k_split <= kMaxRingCluster, "ring warps/cluster");
         CHECK(plan.row_groups * plan.k_split <= 132 && plan.chunks == 1, "ring grid");
@@ -294,7 +308,8 @@ static void check_ring() {
 
 int main() {
   check_weight_units();
-  check_k_permutation();
+  check_k_permutation<false>();
+  check_k_permutation<true>();
   check_activation_smem();
   check_plans();
   check_staging();

@@ -37,10 +37,10 @@ def test_kernel_indexes_through_the_layout_header():
     """The GEMM kernels take their weight offsets, K permutation, activation offsets and ring
     layout from sm90_gemm_layout.h (no private copies of the formulas)."""
     src = (ROOT / "kernels" / "cuda" / "sm90_block_scaled_gemm.cuh").read_text()
-    for name in ("unit_lane_offset(", "unit_block_stride(", "unit_k_of(", "act_f16_offset("):
+    for name in ("unit_lane_offset(", "unit_block_stride(", "lane_k_of<", "act_f16_offset("):
         assert name in src, name
     assert "weight_chunk16_offset" not in src and "shuffled_weight_offset" not in src
     ring = (ROOT / "kernels" / "cuda" / "sm90_ring_gemm.cuh").read_text()
-    for name in ("ring_lane_offset(", "ring_block_stride(", "ring_row_stride(", "ring_stage_bytes(", "RingSmemLayout"):
+    for name in ("ring_lane_offset(", "ring_block_stride(", "ring_stage_bytes(", "RingSmemLayout"):
         assert name in ring, name
     assert "weight_chunk16_offset" not in ring and "shuffled_weight_offset" not in ring

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cooperative_groups.h>
+#include <cuda.h>  // CUtensorMap (a plain struct; nothing from the driver library is linked)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -94,6 +95,9 @@ struct GemmKernelArgs {
   int max_tiles_per_cta, max_blocks_per_cta;
   int smem_stages;  // 0..kMaxStages
   int flags;
+  // Ring kernel, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
+  // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*).
+  CUtensorMap weight_map;
 };
 
 __device__ __forceinline__ float decode_scale(const void* base, int64_t index, bool e8m0) {
@@ -314,7 +318,8 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
 // (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
 // acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
-template <int TOKEN_TILES, int CHAINS>
+// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's.
+template <int TOKEN_TILES, int CHAINS, bool RING = false>
 __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], const WeightUnit& unit, bool e8m0,
                                                 const uint8_t* act, const float* xs, int lb, int lane) {
   static_assert(CHAINS == 1 || CHAINS == 2, "one chain, or one per 64-wide K half");
@@ -331,8 +336,9 @@ __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], cons
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) {
       const int token = t * kTokensPerTile + g;
-      b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c)));
-      b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, unit_k_of(lane, c) + 8));
+      const int k = lane_k_of<RING>(lane, c);
+      b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, k));
+      b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, k + 8));
     }
     const uint32_t lo[4] = {unit.bytes[c].x, unit.bytes[c].y, unit.bytes[c].z, unit.bytes[c].w};  // row g
     const uint32_t hi[4] = {unit.bytes[2 + c].x, unit.bytes[2 + c].y, unit.bytes[2 + c].z,

@@ -21,6 +21,17 @@ constexpr int kBlockK = 128;   // K per block scale (one work unit)
 // tile * 16 * K + kb * block_stride in both layouts (block_stride 128 plain, 2048 shuffled).
 SGL_FP8_HD int unit_k_of(int lane, int chunk) { return 64 * chunk + 16 * (lane & 3); }
 
+// The ring kernel's lanes take K bytes [32q + 16 chunk, +16) instead: its weight sits in shared
+// memory under the TMA's 128-byte swizzle (piece p of a 128-byte row r at p ^ (r & 7)), and with
+// this choice the 8 lanes of a quarter-warp (rows g and g+1, q = 0..3) read 8 different
+// 16-byte bank groups (unit_k_of would give rows g and g+1 the same 4). In global memory (the
+// register kernel) this choice would make each load touch every sector of the line twice.
+SGL_FP8_HD int ring_k_of(int lane, int chunk) { return 32 * (lane & 3) + 16 * chunk; }
+template <bool RING>
+SGL_FP8_HD int lane_k_of(int lane, int chunk) {
+  return RING ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk);
+}
+
 SGL_FP8_HD int64_t unit_lane_offset(int lane, int half, int chunk, int64_t K, bool shuffled) {
   return weight_chunk16_offset((lane >> 2) + 8 * half, unit_k_of(lane, chunk), K, shuffled);
 }
@@ -28,22 +39,25 @@ SGL_FP8_HD int64_t unit_lane_offset(int lane, int half, int chunk, int64_t K, bo
 SGL_FP8_HD int64_t unit_block_stride(bool shuffled) { return shuffled ? 2048 : 128; }
 
 // The MMA (m16n8k16, f16) consumes the 16 bytes of a piece as 4 words w = 0..3, one K step
-// each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte unit_k_of + 4w + {0, 1}
+// each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte lane_k_of + 4w + {0, 1}
 // and logical k {8+2q, 8+2q+1} is + 4w + {2, 3}. B (the activations) uses the same
 // correspondence, so the permutation cancels inside each 128-block.
+template <bool RING = false>
 SGL_FP8_HD int a_physical_k(int lane, int chunk, int word, int logical_k) {
   const int q = lane & 3;
   const int within = logical_k < 8 ? logical_k - 2 * q : logical_k - 8 - 2 * q + 2;  // 0..3
-  return unit_k_of(lane, chunk) + 4 * word + within;
+  return lane_k_of<RING>(lane, chunk) + 4 * word + within;
 }
 
 // ---- activations (operand B), f16 in shared memory --------------------------------------------
 // The quantized activations are stored as f16 (exact: every e4m3 value is an f16 value), so
 // only the weight needs converting. Token `token` of block lb owns a 256-byte row; physical K
-// byte P (0..127) is at 16-byte slot (2P / 16) XOR (token & 1), so that the two tokens served by
-// one quarter-warp read different banks.
+// byte P (0..127) is at 16-byte slot s = 2P / 16, moved to s ^ ((s >> 2) & 2) ^ (token & 1), so
+// that the two tokens a quarter-warp serves read 8 different bank groups under both kernels'
+// K choices (unit_k_of: slots 2q + 8c; ring_k_of: slots 4q + 2c).
 SGL_FP8_HD int act_f16_offset(int lb, int token, int token_pad, int P) {
-  const int slot = ((2 * P) >> 4) ^ (token & 1);
+  const int s = (2 * P) >> 4;
+  const int slot = s ^ ((s >> 2) & 2) ^ (token & 1);
   return (lb * token_pad + token) * 256 + slot * 16 + ((2 * P) & 15);
 }
 
@@ -66,27 +80,26 @@ SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
 }
 SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStageBytes + kStageWeightBytes + 4 * thread; }
 
-// ---- ring kernel: weight stages in shared memory through TMA bulk copies --------------------
-// A stage is one 16-row tile over the CTA's K slice (up to max_blocks 128-wide blocks), copied by
-// one producer thread while eight consumer warps work on earlier stages. Every tile of the CTA
-// has its own stage (the plan requires it): no slot is refilled, so consumers never hand one back. Plain layout: one bulk
-// copy per row, rows ring_row_stride bytes apart (the slice plus kRingRowPad, so that the two rows
-// a quarter-warp reads, g and g+1, fall in different banks). AITER-shuffled layout: a tile's
-// blocks are contiguous in global memory (weight_layout.h) and travel as one copy, keeping their
-// layout; its 16-byte pieces then share banks 4 ways (correct, slower; sm_90 users keep weights plain).
-constexpr int kRingRowPad = 64;
+// ---- ring kernel: weight stages in shared memory through TMA copies --------------------------
+// A stage is one 16-row tile over the CTA's K slice (up to max_blocks 128-wide blocks), block lb
+// at lb * 2048. Every tile of the CTA has its own stage (the plan requires it): no slot is
+// refilled, so no one hands one back. Plain layout: ONE tensor copy per tile (a 3-D tensor map
+// over the weight as [K block][row][128 bytes], CU_TENSOR_MAP_SWIZZLE_128B), so row r of a block
+// is at r * 128 with its 16-byte piece p at p ^ (r & 7) (tools/stream_ceiling.py on the H200:
+// 2 KB copies, one per row, stream at 0.57 of the floor; 32 KB copies at 0.94). AITER-shuffled
+// layout: a tile's blocks are contiguous in global memory (weight_layout.h) and travel as one
+// bulk copy, keeping their layout (its 16-byte pieces share banks: correct, slower; sm_90 users
+// keep weights plain).
 constexpr int kMaxRingTokenTiles = 2;  // the ring kernel serves M <= 16
+constexpr int kRingStageAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
 
-SGL_FP8_HD int64_t ring_row_stride(int max_blocks) { return int64_t(max_blocks) * kBlockK + kRingRowPad; }
-SGL_FP8_HD int64_t ring_stage_bytes(int max_blocks, bool shuffled) {
-  return shuffled ? int64_t(max_blocks) * kTileRows * kBlockK : kTileRows * ring_row_stride(max_blocks);
-}
-SGL_FP8_HD int64_t ring_block_stride(bool shuffled) { return shuffled ? kTileRows * kBlockK : kBlockK; }
-// Offset inside a stage of lane's piece (half, chunk) of the stage's block 0 (add
-// lb * ring_block_stride for block lb): the bytes unit_lane_offset names in global memory.
-SGL_FP8_HD int64_t ring_lane_offset(int lane, int half, int chunk, int max_blocks, bool shuffled) {
-  const int row = (lane >> 2) + 8 * half, k = unit_k_of(lane, chunk);
-  return shuffled ? shuffled_weight_offset(row, k, kBlockK) : row * ring_row_stride(max_blocks) + k;
+SGL_FP8_HD int64_t ring_stage_bytes(int max_blocks) { return int64_t(max_blocks) * kTileRows * kBlockK; }
+SGL_FP8_HD int64_t ring_block_stride() { return kTileRows * kBlockK; }
+// Offset inside a stage's block of lane's piece (half, chunk): the bytes at K ring_k_of of row
+// g + 8 * half of the tile.
+SGL_FP8_HD int64_t ring_lane_offset(int lane, int half, int chunk, bool shuffled) {
+  const int row = (lane >> 2) + 8 * half, k = ring_k_of(lane, chunk);
+  return shuffled ? shuffled_weight_offset(row, k, kBlockK) : row * kBlockK + (((k >> 4) ^ (row & 7)) << 4);
 }
 
 // ---- shared memory of one CTA ----------------------------------------------------------------
@@ -107,15 +120,15 @@ struct GemmSmemLayout {
   }
 };
 
-// Ring kernel: the register kernel's regions (no staging) with warps_k = 8, then the ring (128-byte
-// aligned), one "full" mbarrier (8 bytes) per stage, which the bulk copies complete, and the
+// Ring kernel: the register kernel's regions (no staging) with warps_k = 8, then the ring (1024-byte
+// aligned, as the swizzle needs), one "full" mbarrier (8 bytes) per stage, which the bulk copies complete, and the
 // block scales of the CTA's units as loaded (4 bytes each, [stage][block]): fetched at entry, so
 // that no unit waits on an L2 round trip for its scale.
 struct RingSmemLayout {
   int64_t ring_offset, barrier_offset, scale_offset, total;
-  SGL_FP8_HD RingSmemLayout(const GemmSmemLayout& base, int max_blocks, bool shuffled, int stages) {
-    ring_offset = (base.total + 127) / 128 * 128;
-    barrier_offset = ring_offset + int64_t(stages) * ring_stage_bytes(max_blocks, shuffled);
+  SGL_FP8_HD RingSmemLayout(const GemmSmemLayout& base, int max_blocks, int stages) {
+    ring_offset = (base.total + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
+    barrier_offset = ring_offset + int64_t(stages) * ring_stage_bytes(max_blocks);
     scale_offset = barrier_offset + int64_t(stages) * 8;
     total = scale_offset + int64_t(stages) * max_blocks * 4;
   }

@@ -156,7 +156,7 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
     if (groups < 1) continue;
     auto smem_for = [&](int64_t tiles) {
       const GemmSmemLayout base(int(blocks), token_tiles, int(tiles), kWarpsPerCta, S);
-      return RingSmemLayout(base, int(blocks), shuffled, int(tiles)).total;
+      return RingSmemLayout(base, int(blocks), int(tiles)).total;
     };
     int64_t tiles = ceil_div(T, groups);
     if (smem_for(tiles) > max_smem) continue;

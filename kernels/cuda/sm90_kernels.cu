@@ -2,6 +2,8 @@
 //
 // Torch-free: CI compiles this file alone with nvcc for sm_90a and checks its SASS for FP8
 // tensor-core instructions; setup.py links it into sglang_fp8ext._C on CUDA builds.
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
 
 #include <mutex>
@@ -130,6 +132,34 @@ class LaunchCache {
   std::unordered_map<Key, int, KeyHash> clusters_;
 };
 
+// The ring kernel's view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a box
+// of one 16-row tile over `box_blocks` blocks, 128-byte swizzle. The dimensions are given
+// innermost first with the blocks outermost although their stride (128) is the smallest: the box
+// then lands block-major, a block's 16 rows 128 bytes apart. False where the driver declines
+// (e.g. a weight address not 16-byte aligned); the caller then takes the register kernel.
+bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t K, int box_blocks) {
+  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
+  static const Encode encode = []() -> Encode {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (!encode || box_blocks < 1 || box_blocks > 256) return false;
+  const cuuint64_t dims[3] = {cuuint64_t(sm90::kBlockK), cuuint64_t(N), cuuint64_t(K / sm90::kBlockK)};
+  const cuuint64_t strides[2] = {cuuint64_t(K), cuuint64_t(sm90::kBlockK)};  // bytes, of dims 1 and 2
+  const cuuint32_t box[3] = {cuuint32_t(sm90::kBlockK), cuuint32_t(sm90::kTileRows), cuuint32_t(box_blocks)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(w), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace
 
 const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
@@ -156,6 +186,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                   return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads, smem);
                                 });
   }
+  CUtensorMap weight_map = {};
+  if (plan.cost >= 0 && !p.w_shuffled && !encode_ring_weight_map(&weight_map, p.w, p.N, p.K, plan.max_blocks_per_cta))
+    plan = GemmPlan{};  // no tensor map for this weight: the register kernel
   if (plan.cost < 0) {
     kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
     threads = sm90::kGemmThreads;
@@ -168,7 +201,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   }
   if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
 
-  GemmKernelArgs a;
+  GemmKernelArgs a = {};
   a.x = p.x;
   a.x_row_stride = p.x_row_stride;
   a.x_is_fp16 = p.x_type == ElemType::kFP16;
@@ -194,6 +227,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
   a.smem_stages = plan.smem_stages;
   a.flags = p.config.flags;
+  a.weight_map = weight_map;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);

@@ -114,6 +114,17 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
+// A 3-D tensor-map box (coordinates innermost first) into this CTA's shared memory, completing
+// as transactions on `bar`. `map` is the generic address of a __grid_constant__ kernel
+// parameter.
+__device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                                         uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
 // Named barrier `id` (not 0) over the first `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -8,10 +8,12 @@
 // 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
 // activation prologue and serialises each unit's MMAs with its refill. Here:
 //  * one CTA per SM, 16 warps (512 threads, up to 128 registers each); no producer warp: the
-//    whole weight share is requested once, at entry, the copies spread over the warps' lane 0
-//    (one 16-row tile over the CTA's K slice per stage, into its own slot with a "full" mbarrier
-//    that the copies' bytes complete: the plan gives every tile a slot, so none is refilled),
-//    before anything waits for the previous kernel: the weight does not depend on it;
+//    whole weight share is requested once, at entry, one copy per 16-row tile over the CTA's K
+//    slice (a tensor-map box for plain weights: 32 KB copies stream at 0.94 of the floor where
+//    one 2 KB copy per row streamed at 0.57, tools/stream_ceiling.py --copy-sizes), spread over
+//    the warps' lane 0, each into its own slot with a "full" mbarrier that the copy's bytes
+//    complete (the plan gives every tile a slot, so none is refilled), before anything waits for
+//    the previous kernel: the weight does not depend on it;
 //  * then every warp fetches its share of the CTA's block scales, waits for the previous grid,
 //    quantizes the CTA's K slice of x into shared memory (the same code as the register kernel),
 //    and takes the stages as they land: warp (wt, wk) handles the K blocks wk, wk + 8, ... of
@@ -34,9 +36,9 @@ constexpr int kRingWarps = kRingWarpsK * kRingTileGroups;
 constexpr int kRingThreads = kRingWarps * 32;
 
 template <int TOKEN_TILES, bool PREQUANT>
-__global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKernelArgs a) {
+__global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
   static_assert(TOKEN_TILES <= kMaxRingTokenTiles, "the ring kernel serves one chunk of <= 16 tokens");
-  extern __shared__ __align__(128) uint8_t ring_kernel_smem[];
+  extern __shared__ __align__(kRingStageAlign) uint8_t ring_kernel_smem[];
   uint8_t* smem = ring_kernel_smem;
 
   const int rank = blockIdx.x;   // K slice within the cluster
@@ -50,7 +52,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
 
   const GemmSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, kRingWarpsK, a.k_split, 0);
-  const RingSmemLayout ring(layout, a.max_blocks_per_cta, a.w_shuffled, a.smem_stages);
+  const RingSmemLayout ring(layout, a.max_blocks_per_cta, a.smem_stages);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);
@@ -62,42 +64,35 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
   // One slot (stage) per tile of the CTA: plan_ring_gemm sets smem_stages = max_tiles_per_cta, so
   // slot s holds tile s and nothing is refilled.
   const int stages = a.smem_stages;
-  const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta, a.w_shuffled);
+  const int64_t stage_bytes = ring_stage_bytes(a.max_blocks_per_cta);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
-  const uint32_t row_bytes = uint32_t(nblocks) * kBlockK;
+  // Plain weights: one tensor-map box per tile, always max_blocks_per_cta blocks (a CTA with
+  // fewer reads a neighbour's blocks or zeros past K, and ignores them); shuffled: one bulk copy
+  // of the tile's own blocks.
+  const uint32_t copy_bytes = uint32_t(a.w_shuffled ? nblocks : a.max_blocks_per_cta) * kTileRows * kBlockK;
   if (threadIdx.x == 0) {
     for (int s = 0; s < stages; ++s) mbarrier_init(full + 8 * s, 1);
     mbarrier_init_fence();
-    // Each slot expects its tile's bytes before any copy is issued (a copy may then land first:
-    // the transaction count may go below zero, the phase still needs this arrival).
-    for (int s = 0; s < ntiles; ++s) mbarrier_arrive_expect_tx(full + 8 * s, row_bytes * kTileRows);
+    for (int s = 0; s < ntiles; ++s) mbarrier_arrive_expect_tx(full + 8 * s, copy_bytes);
   }
   __syncthreads();
   allow_next_grid_launch();
 
-  // 1. Every stage of the CTA at once, the copies spread over the warps' lane 0 (an issuing lane
-  //    stalls while the SM's copy queue is full, and its warp with it): plain weights travel as
-  //    one copy per row, row r of every tile from warp r; AITER-shuffled tiles are contiguous,
-  //    one copy per tile, tile s from warp s % 16.
+  // 1. Every stage of the CTA at once, one copy per tile, tile s from lane 0 of warp s % 16 (an
+  //    issuing lane stalls while the SM's copy queue is full, and its warp with it).
   if (lane == 0) {
-    if (a.w_shuffled) {
-      for (int s = warp; s < ntiles; s += kRingWarps) {
+    for (int s = warp; s < ntiles; s += kRingWarps) {
+      const uint32_t dst = ring_address + uint32_t(s * stage_bytes);
+      if (a.w_shuffled) {
         const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
-        bulk_copy_to_shared(ring_address + uint32_t(s * stage_bytes), tile + int64_t(kb_begin) * kTileRows * kBlockK,
-                            row_bytes * kTileRows, full + 8 * s);
-      }
-    } else {
-      static_assert(kRingWarps == kTileRows, "one warp per row of a tile");
-      const uint32_t row_stride = uint32_t(ring_row_stride(a.max_blocks_per_cta));
-      for (int s = 0; s < ntiles; ++s) {
-        const uint8_t* row = a.w + (int64_t(tile_begin + s) * kTileRows + warp) * a.K + int64_t(kb_begin) * kBlockK;
-        bulk_copy_to_shared(ring_address + uint32_t(s * stage_bytes) + warp * row_stride, row, row_bytes,
-                            full + 8 * s);
+        bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * s);
+      } else {
+        tensor_copy_3d_to_shared(dst, &a.weight_map, 0, (tile_begin + s) * kTileRows, kb_begin, full + 8 * s);
       }
     }
   }
@@ -129,8 +124,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int c = 0; c < 2; ++c)
-        lane_offset[h][c] = int32_t(ring_lane_offset(lane, h, c, a.max_blocks_per_cta, a.w_shuffled));
-    const int32_t block_stride = int32_t(ring_block_stride(a.w_shuffled));
+        lane_offset[h][c] = int32_t(ring_lane_offset(lane, h, c, a.w_shuffled));
+    const int32_t block_stride = int32_t(ring_block_stride());
 
     float4 acc[TOKEN_TILES];
 #pragma unroll
@@ -152,7 +147,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const GemmKern
           fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
         acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
       } else {
-        accumulate_unit<TOKEN_TILES, 2>(acc, unit, a.e8m0, act, xs, lb, lane);
+        accumulate_unit<TOKEN_TILES, 2, true>(acc, unit, a.e8m0, act, xs, lb, lane);
       }
     };
     for (int s = wt; s < ntiles; s += kRingTileGroups) {
