@@ -126,11 +126,6 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
       : "memory");
 }
 // Named barrier `id` (not 0) over the first `threads` threads (whole warps).
-// Arrive on named barrier `id` without waiting (its waiters continue once `threads` arrived); the
-// arriving thread's earlier shared-memory writes are visible to them.
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }

@@ -10,17 +10,17 @@
 //  * one CTA per SM, 16 warps (512 threads, up to 128 registers each); no producer warp: the
 //    whole weight share is requested once, at entry, one copy per 16-row tile over the CTA's K
 //    slice (a tensor-map box for plain weights: 32 KB copies stream at 0.94 of the floor where
-//    one 2 KB copy per row streamed at 0.57, tools/stream_ceiling.py --copy-sizes), each into its
-//    own slot with a "full" mbarrier that the copy's bytes complete (the plan gives every tile a
-//    slot, so none is refilled), before anything waits for the previous kernel: the weight does
-//    not depend on it;
-//  * the last warp issues the copies; the other 15 fetch the CTA's block scales, wait for the
-//    previous grid and quantize the CTA's K slice of x into shared memory (the same code as the
-//    register kernel); then all 16 take the stages as they land: warp (wt, wk) handles the K
-//    blocks wk, wk + 8, ... of tiles wt, wt + 2, ... (two groups of 8 warps: twice the warps of
-//    the first version, whose stream phase the timeline showed bound by shared-memory and MMA
-//    latency), two units at a time, with the same unit math (accumulate_unit, two MMA chains),
-//    and parks the tile's partial sums; the epilogue is the register kernel's (reduce_and_store);
+//    one 2 KB copy per row streamed at 0.57, tools/stream_ceiling.py --copy-sizes), spread over
+//    the warps' lane 0, each into its own slot with a "full" mbarrier that the copy's bytes
+//    complete (the plan gives every tile a slot, so none is refilled), before anything waits for
+//    the previous kernel: the weight does not depend on it;
+//  * then every warp fetches its share of the CTA's block scales, waits for the previous grid,
+//    quantizes the CTA's K slice of x into shared memory (the same code as the register kernel),
+//    and takes the stages as they land: warp (wt, wk) handles the K blocks wk, wk + 8, ... of
+//    tiles wt, wt + 2, ... (two groups of 8 warps: twice the warps of the first version, whose
+//    stream phase the timeline showed bound by shared-memory and MMA latency), two units at a
+//    time, with the same unit math (accumulate_unit, two MMA chains), and parks the tile's
+//    partial sums; the epilogue is the register kernel's (reduce_and_store);
 //  * the next kernel may launch at once; its CTA gets this SM when this one exits and requests its
 //    own ring while the rest of this grid finishes (programmatic dependent launch).
 // Index formulas: sm90_gemm_layout.h (ring_*), checked on the CPU by tests/sm90_layout_check.cpp.
@@ -34,13 +34,6 @@ constexpr int kRingWarpsK = kGemmWarps;  // warps sharing a tile: K blocks wk, w
 constexpr int kRingTileGroups = 2;       // groups of kRingWarpsK warps taking alternate tiles
 constexpr int kRingWarps = kRingWarpsK * kRingTileGroups;
 constexpr int kRingThreads = kRingWarps * 32;
-// The last warp issues the copies and takes no part in the prologue: an issuing lane stalls while
-// the SM's copy queue is full (the H200 timeline put ~1 us before the prologue of the warps that
-// issued), so the other 15 warps quantize the activations meanwhile and do not wait for it.
-constexpr int kRingCopyWarp = kRingWarps - 1;
-constexpr int kRingPrologueThreads = kRingCopyWarp * 32;
-constexpr int kRingPrologueBarrier = 1;  // the prologue warps among themselves
-constexpr int kRingReadyBarrier = 2;     // the prologue warps arrive, the copy warp waits
 
 template <int TOKEN_TILES, bool PREQUANT>
 __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
@@ -90,41 +83,39 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
   __syncthreads();
   allow_next_grid_launch();
 
-  if (warp == kRingCopyWarp) {
-    // 1. Every stage of the CTA at once, one copy per tile.
-    if (lane == 0) {
-      for (int s = 0; s < ntiles; ++s) {
-        const uint32_t dst = ring_address + uint32_t(s * stage_bytes);
-        if (a.w_shuffled) {
-          const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
-          bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * s);
-        } else {
-          tensor_copy_3d_to_shared(dst, &a.weight_map, 0, (tile_begin + s) * kTileRows, kb_begin, full + 8 * s);
-        }
+  // 1. Every stage of the CTA at once, one copy per tile, tile s from lane 0 of warp s % 16 (an
+  //    issuing lane stalls while the SM's copy queue is full, and its warp with it).
+  if (lane == 0) {
+    for (int s = warp; s < ntiles; s += kRingWarps) {
+      const uint32_t dst = ring_address + uint32_t(s * stage_bytes);
+      if (a.w_shuffled) {
+        const uint8_t* tile = a.w + int64_t(tile_begin + s) * kTileRows * a.K;
+        bulk_copy_to_shared(dst, tile + int64_t(kb_begin) * kTileRows * kBlockK, copy_bytes, full + 8 * s);
+      } else {
+        tensor_copy_3d_to_shared(dst, &a.weight_map, 0, (tile_begin + s) * kTileRows, kb_begin, full + 8 * s);
       }
     }
-    __syncwarp();
-    named_barrier_sync(kRingReadyBarrier, kRingThreads);  // activations and unit scales written
-  } else {
-    // 2. The block scales of every unit (they do not depend on the previous kernel either), then
-    //    the activations, which do.
+  }
+  __syncwarp();
+
+  // 2. The block scales of every unit (they do not depend on the previous kernel either), then
+  //    the activations, which do.
+  {
     auto load_scale = [&](int64_t index) -> uint32_t {
       return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
                     : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
     };
-    for (int i = threadIdx.x; i < ntiles * nblocks; i += kRingPrologueThreads) {
+    for (int i = threadIdx.x; i < ntiles * nblocks; i += kRingThreads) {
       const int s = i / nblocks, lb = i - s * nblocks;
       unit_scales[s * nblocks + lb] =
           load_scale(int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb);
     }
     const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-    wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingPrologueThreads>(a, act, xs, 0, tokens, kb_begin, nblocks,
-                                                                         group, rank, entry_ns, issued_ns);
-    named_barrier_arrive(kRingReadyBarrier, kRingThreads);
-    named_barrier_sync(kRingPrologueBarrier, kRingPrologueThreads);  // activations and unit scales written
+    wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
+                                                                 rank, entry_ns, issued_ns);
+    __syncthreads();  // activations and unit scales written
     timeline_stamp(a, 3);
-  }
-  {
+
     // 3. Stages as they land: warp (wt, wk) takes blocks wk, wk + 8, ... of tiles wt, wt + 2, ...
     const int wk = warp % kRingWarpsK, wt = warp / kRingWarpsK;
     const int my_blocks = nblocks > wk ? (nblocks - wk + kRingWarpsK - 1) / kRingWarpsK : 0;
