@@ -42,6 +42,8 @@ VARIANTS = {
     "no_staging": [0, 0, 0, 0, TIMELINE_FLAG | 8],
     "stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 7],  # no MMA, no prologue (epilogue still stamped)
     "no_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 2],
+    "no_weight_decode": [0, 0, 0, 0, TIMELINE_FLAG | 128],  # ring kernel: MMAs on the raw e4m3 bytes
+    "no_prologue_no_decode": [0, 0, 0, 0, TIMELINE_FLAG | 2 | 128],
     "k_split_1": [1, 0, 0, 0, TIMELINE_FLAG],
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],
     "k_split_4": [4, 0, 0, 0, TIMELINE_FLAG],

@@ -68,6 +68,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic: ask the scheduler to spread a cluster's CTAs over SMs
   // (cudaClusterSchedulingPolicySpread).
   kSpreadClusters = 64,
+  // Diagnostics (garbage output): the ring kernel feeds the weight bytes to the MMAs as they are,
+  // without the e4m3 -> f16 decode, to time what the decode costs.
+  kSkipWeightDecode = 128,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and (%smid | rank << 32).
@@ -318,8 +321,9 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
 // (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
 // acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
-// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's.
-template <int TOKEN_TILES, int CHAINS, bool RING = false>
+// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's. DECODE = false is
+// the kSkipWeightDecode diagnostic.
+template <int TOKEN_TILES, int CHAINS, bool RING = false, bool DECODE = true>
 __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], const WeightUnit& unit, bool e8m0,
                                                 const uint8_t* act, const float* xs, int lb, int lane) {
   static_assert(CHAINS == 1 || CHAINS == 2, "one chain, or one per 64-wide K half");
@@ -345,8 +349,10 @@ __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], cons
                             unit.bytes[2 + c].w};  // row g+8
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      const uint32_t a0 = cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu), a2 = cvt_e4m3x2_to_f16x2(lo[w] >> 16);
-      const uint32_t a1 = cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu), a3 = cvt_e4m3x2_to_f16x2(hi[w] >> 16);
+      const uint32_t a0 = DECODE ? cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu) : lo[w];
+      const uint32_t a2 = DECODE ? cvt_e4m3x2_to_f16x2(lo[w] >> 16) : lo[w] >> 8;
+      const uint32_t a1 = DECODE ? cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu) : hi[w];
+      const uint32_t a3 = DECODE ? cvt_e4m3x2_to_f16x2(hi[w] >> 16) : hi[w] >> 8;
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) {
         const uint4& bb = b[t][w >> 1];

@@ -146,6 +146,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
         for (int j = 0; j < kUnitLoads; ++j)
           fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
         acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
+      } else if (a.flags & kSkipWeightDecode) {
+        accumulate_unit<TOKEN_TILES, 2, true, false>(acc, unit, a.e8m0, act, xs, lb, lane);
       } else {
         accumulate_unit<TOKEN_TILES, 2, true>(acc, unit, a.e8m0, act, xs, lb, lane);
       }
