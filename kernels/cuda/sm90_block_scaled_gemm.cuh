@@ -409,7 +409,11 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   namespace cg = cooperative_groups;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
-  if (a.k_split > 1) cluster_wait();
+  if (a.k_split > 1) cluster_wait();  // completes the barrier phase begun at entry
+  if (a.flags & kSkipEpilogue) {      // diagnostics: no reduction, no stores
+    timeline_stamp(a, 6);
+    return;
+  }
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += kGemmThreads) {
@@ -613,11 +617,6 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   }
   __syncthreads();
   timeline_stamp(a, 4);
-  if (a.flags & kSkipEpilogue) {
-    if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
-    timeline_stamp(a, 6);
-    return;
-  }
 
   // 4./5. Partials across warps and the cluster, bias, output.
   reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, m_begin, tokens, true);

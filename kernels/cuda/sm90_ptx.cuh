@@ -125,10 +125,6 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
       "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
 }
-// Named barrier `id` (not 0) over the first `threads` threads (whole warps).
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.
 __device__ __forceinline__ unsigned long long global_timer_ns() {

@@ -176,11 +176,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
   }
   __syncthreads();
   timeline_stamp(a, 4);
-  if (a.flags & kSkipEpilogue) {
-    if (a.k_split > 1) cluster_wait();  // complete the barrier phase begun at entry
-    timeline_stamp(a, 6);
-    return;
-  }
 
   // 4./5. Partials across warps and the cluster, bias, output (the first kGemmThreads threads move
   //       the data; the others join the barriers).
