@@ -106,7 +106,10 @@ def main():
                              for cfg in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 1], [0, 0, 0, 0, 32, 2],
                                          [0, 0, 0, 0, 32, 3]))
                 check(f"  register kernel staging off / 1 / 2 / 3 stages == register default", same_r)
-                # Forced cluster sizes (the ring kernel takes 1 and 2 where it fits) and spread
+                # The mma.sync ring kernel (flag 256) where the wgmma ring kernel is the default.
+                err_v = rel_err_rows(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 256]).cpu(), ref)
+                check(f"  mma.sync ring kernel (flag 256)", err_v < 4e-3, f"rel {err_v:.2e}")
+                # Forced cluster sizes (the ring kernels take 1, 2 (and the wgmma one up to 8) where they fit) and spread
                 # clusters (flag 64).
                 for cfg in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [4, 0, 0, 0, 64 | 32]):
                     if k // 128 >= cfg[0]:

@@ -63,7 +63,7 @@ enum GemmFlags : int32_t {
   // (kTimelineSlots words of 8 bytes, CTA (x, y, z) at record (z * gridDim.y + y) * gridDim.x + x)
   // over the output, and no output value is stored. tools/gemm_timeline.py reads them back.
   kTimeline = 16,
-  // Not diagnostic: take the register kernel even where the ring kernel (sm90_ring_gemm.cuh) applies.
+  // Not diagnostic: take the register kernel even where a ring kernel applies.
   kRegisterPipeline = 32,
   // Not diagnostic: ask the scheduler to spread a cluster's CTAs over SMs
   // (cudaClusterSchedulingPolicySpread).
@@ -71,6 +71,9 @@ enum GemmFlags : int32_t {
   // Diagnostics (garbage output): the ring kernel feeds the weight bytes to the MMAs as they are,
   // without the e4m3 -> f16 decode, to time what the decode costs.
   kSkipWeightDecode = 128,
+  // Not diagnostic: take the mma.sync ring kernel (sm90_ring_gemm.cuh) even where the wgmma ring
+  // kernel (sm90_wgmma_ring_gemm.cuh) applies.
+  kMmaSyncRing = 256,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and (%smid | rank << 32).
@@ -101,6 +104,10 @@ struct GemmKernelArgs {
   // Ring kernel, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
   // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*).
   CUtensorMap weight_map;
+  // wgmma ring kernel: blocks per tensor copy, and a second map whose box is one tile shorter
+  // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
+  int chunk_blocks;
+  CUtensorMap weight_map_short;
 };
 
 __device__ __forceinline__ float decode_scale(const void* base, int64_t index, bool e8m0) {
@@ -171,7 +178,7 @@ __device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
 // half-warp's group is never before the lower one's, so the warp runs while its lower half has
 // work; an upper half past the end computes on nothing and stores nothing): the shuffles then
 // take the full mask, which spares the divergence checks a per-half mask costs on every one.
-template <int THREADS, int BATCH, bool FP16>
+template <int THREADS, int BATCH, bool FP16, bool FP8_ACT>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation) {
@@ -201,17 +208,20 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       unpack_8_as<FP16>(raw[i], v);
       const Quantized8 q = quantize_8_of_group(v, a.e8m0, 0xFFFFFFFFu);  // offsets < 16: within the half
       if (valid) {
-        *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * l16)) =
-            e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
+        if constexpr (FP8_ACT)
+          *reinterpret_cast<uint2*>(act + act_fp8_offset(lb, group.m, token_pad, 8 * l16)) = make_uint2(q.bytes.x, q.bytes.y);
+        else
+          *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * l16)) =
+              e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
         if (l16 == 0) xs[lb * token_pad + group.m] = q.params.scale;
       }
     }
   }
 }
 
-// Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 and decode
-// x_scale. Eight lanes (16 bytes each) per 128-byte group.
-template <int THREADS, int BATCH>
+// Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 (or copy it, FP8_ACT)
+// and decode x_scale. Eight lanes (16 bytes each) per 128-byte group.
+template <int THREADS, int BATCH, bool FP8_ACT>
 __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                         int token_pad, int m_begin, int tokens, int kb_begin,
                                                         int nblocks, int rotation) {
@@ -233,9 +243,13 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
     for (int i = 0; i < BATCH; ++i, group.advance()) {
       if (group.m >= tokens) break;
       const int lb = group.rotated_block(rotation), m = group.m;
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
-      *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8 + 8)) =
-          e4m3x8_to_f16x8(raw[i].z, raw[i].w);
+      if constexpr (FP8_ACT) {
+        *reinterpret_cast<uint4*>(act + act_fp8_offset(lb, m, token_pad, 16 * l8)) = raw[i];
+      } else {
+        *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8)) = e4m3x8_to_f16x8(raw[i].x, raw[i].y);
+        *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 16 * l8 + 8)) =
+            e4m3x8_to_f16x8(raw[i].z, raw[i].w);
+      }
       if (l8 == 0)
         xs[lb * token_pad + m] = decode_scale(
             a.x_scale, int64_t(m_begin + m) * a.x_scale_stride_m + int64_t(kb_begin + lb) * a.x_scale_stride_kb,
@@ -245,16 +259,17 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
 }
 
 // Padding tokens (tokens .. TOKEN_PAD) contribute exact zeros; their outputs are never stored.
-// A (block, token) row of the f16 activations is 256 contiguous bytes (act_f16_offset), so the
-// padding rows are cleared whole.
-template <int THREADS, int TOKEN_PAD>
+// A (block, token) row of the activations is ROW_BYTES contiguous bytes (256 for f16,
+// act_f16_offset; 128 for e4m3, act_fp8_offset), so the padding rows are cleared whole.
+template <int THREADS, int TOKEN_PAD, int ROW_BYTES>
 __device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int tokens, int nblocks) {
+  constexpr int kPieces = ROW_BYTES / 16;
   if (tokens >= TOKEN_PAD) return;
-  for (int i = threadIdx.x; i < nblocks * TOKEN_PAD * 16; i += THREADS) {
-    const int row = i >> 4, token = row % TOKEN_PAD;
+  for (int i = threadIdx.x; i < nblocks * TOKEN_PAD * kPieces; i += THREADS) {
+    const int row = i / kPieces, token = row % TOKEN_PAD;
     if (token < tokens) continue;
     *reinterpret_cast<uint4*>(act + int64_t(i) * 16) = make_uint4(0, 0, 0, 0);
-    if ((i & 15) == 0) xs[row] = 0.0f;  // xs is [block][token] too
+    if (i % kPieces == 0) xs[row] = 0.0f;  // xs is [block][token] too
   }
 }
 
@@ -281,30 +296,31 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
 // pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
-// the caller synchronizes.
-template <int TOKEN_TILES, bool PREQUANT, int THREADS>
+// the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
+// as f16 (act_f16_offset).
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   if (a.flags & kSkipPrologue) {
     // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
-    copy_prequantized_slice<THREADS, kActivationBatch / 2>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
+    copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
                                                            rotation);
   } else if (a.x_is_fp16) {
-    quantize_activation_slice<THREADS, kActivationBatch, true>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                nblocks, rotation);
   } else {
-    quantize_activation_slice<THREADS, kActivationBatch, false>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                 nblocks, rotation);
   }
-  zero_padding_tokens<THREADS, kTokenPad>(act, xs, tokens, nblocks);
+  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
 // synchronizes the threads that load.
-template <int TOKEN_TILES, bool PREQUANT, int THREADS>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
@@ -315,7 +331,8 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   timeline_word(a, 1, issued_ns);
   timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 32));
   const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
-  load_activation_slice<TOKEN_TILES, PREQUANT, THREADS>(a, act, xs, m_begin, tokens, kb_begin, nblocks, rotation);
+  load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
+                                                                 rotation);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block

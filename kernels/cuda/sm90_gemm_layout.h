@@ -134,4 +134,61 @@ struct RingSmemLayout {
   }
 };
 
+// ---- wgmma ring kernel (sm90_wgmma_ring_gemm.cuh) ---------------------------------------------
+// The weight is wgmma's A operand (64 rows x 32 K per instruction) straight from shared memory,
+// the e4m3 activations its B operand (8 or 16 tokens): no per-lane loads, no e4m3 -> f16 decode.
+// A CTA's tiles stand next to each other inside each K block, so a 64-row window of 4 tiles is
+// 8 swizzle atoms 1024 bytes apart (one descriptor): block lb of the CTA at lb * rows * 128,
+// row r of it at r * 128 with its 16-byte piece p at p ^ (r & 7) (the TMA's 128-byte swizzle).
+// The blocks travel in chunks of chunk_blocks blocks, one tensor copy (box: 128 bytes x the CTA's
+// rows x chunk_blocks) and one "full" mbarrier per chunk, every chunk requested at entry.
+constexpr int kWindowTiles = 4;   // wgmma's 64 rows
+constexpr int kMaxWindows = 2;    // up to 8 tiles (128 rows) per CTA
+constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
+constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
+
+// First tile of window w: windows are 4 tiles wide and never pass the CTA's last tile, so the
+// last one may overlap its predecessor and the ones past it repeat it (their rows are computed
+// twice and parked once, by the window that owns them: tiles [4w, 4w + 4)). Needs ntiles >= 4.
+SGL_FP8_HD int wgmma_window_tile(int w, int ntiles) {
+  return kWindowTiles * w < ntiles - kWindowTiles ? kWindowTiles * w : ntiles - kWindowTiles;
+}
+// Blocks per chunk: about kChunkTargetBytes per copy, at most the CTA's blocks.
+SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
+  const int rows_bytes = max_tiles * kTileRows * kBlockK;
+  int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
+  return b < 1 ? 1 : (b > max_blocks ? max_blocks : b);
+}
+// The e4m3 activations, wgmma's K-major B operand under the 128-byte swizzle: token `token` of
+// block lb owns the 128-byte row (lb * token_pad + token), its byte k at piece (k / 16) ^ (token & 7).
+SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {
+  return (lb * token_pad + token) * kBlockK + ((((k >> 4) ^ (token & 7))) << 4) + (k & 15);
+}
+// Where weight byte (row, k) of the CTA's block lb sits in the ring (rows = the CTA's rows).
+SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
+  return (int64_t(lb) * rows + row) * kBlockK + ((((k >> 4) ^ (row & 7))) << 4) + (k & 15);
+}
+
+// [activations e4m3 [block][token][128], 1024-aligned][activation scales fp32 [block][token]]
+// [warpgroup partials fp32 [tile][warpgroup][16][token]][inbox fp32 [owned tile][rank][16][token]]
+// [ring, 1024-aligned: chunks x chunk_blocks blocks x max_tiles x 16 rows x 128][one mbarrier per chunk]
+// [block scales as loaded [tile][block]]
+struct WgmmaRingSmemLayout {
+  int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, scale_offset, total;
+  int chunks;
+  SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks) {
+    const int64_t token_pad = int64_t(token_tiles) * 8;
+    const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
+    chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
+    xs_offset = int64_t(max_blocks) * token_pad * kBlockK;
+    red_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
+    inbox_offset = red_offset + int64_t(max_tiles) * kWgmmaWarpGroups * kTileRows * token_pad * 4;
+    const int64_t inbox_end = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
+    ring_offset = (inbox_end + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
+    barrier_offset = ring_offset + int64_t(chunks) * chunk_blocks * max_tiles * kTileRows * kBlockK;
+    scale_offset = barrier_offset + int64_t(chunks) * 8;
+    total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
+  }
+};
+
 }  // namespace sgl_fp8::sm90

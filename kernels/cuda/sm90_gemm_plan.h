@@ -33,6 +33,8 @@ struct GemmPlan {
   int smem_stages = 0;  // register kernel: weight units per thread staged in shared memory (cp.async),
                         // beyond registers; ring kernel: stages (16-row tiles) in the ring
   bool ring = false;    // the ring kernel (sm90_ring_gemm.cuh), else the register kernel
+  bool wgmma = false;   // the wgmma ring kernel (sm90_wgmma_ring_gemm.cuh)
+  int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -184,6 +186,61 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
     }
   }
   best.ring = best.cost >= 0;
+  best.token_tiles = token_tiles;
+  best.chunks = 1;
+  return best;
+}
+
+// wgmma ring kernel (M <= 16, plain weights): one CTA of 4 warpgroups per SM, clusters of up to 8
+// CTAs splitting K. Its MMAs take 64-row windows of the CTA's tiles, so every CTA needs >= 4
+// tiles (row_groups <= T / 4) and at most kMaxWindows windows; like the ring kernel, all of the
+// CTA's weight is requested at entry (every chunk has its own slot). The cost is the weight bytes
+// of the busiest CTA (its MMAs hide behind the stream), the activation bytes it quantizes and the
+// cluster's cost. Returns cost < 0 where it does not apply.
+template <typename MaxClusters>
+GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
+                              const GemmConfig& config, MaxClusters&& max_clusters) {
+  GemmPlan best;
+  const int token_tiles = token_tiles_for(M);
+  if (shuffled || token_tiles > kMaxRingTokenTiles) return best;
+  const int64_t T = N / 16, KB = K / 128;
+  const int64_t tokens = M < 1 ? 1 : M;
+  for (int S = 1; S <= kMaxClusterSize; ++S) {
+    if (config.k_split && S != config.k_split) continue;
+    if (S > KB) break;
+    const int64_t blocks = ceil_div(KB, S);
+    int64_t groups = num_sms / S;
+    if (groups > T / kWindowTiles) groups = T / kWindowTiles;
+    if (groups < 1) continue;
+    auto smem_for = [&](int64_t tiles) {
+      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, wgmma_chunk_blocks(int(tiles), int(blocks)))
+          .total;
+    };
+    int64_t tiles = ceil_div(T, groups);
+    if (tiles > int64_t(kWindowTiles) * kMaxWindows || smem_for(tiles) > max_smem) continue;
+    const int64_t resident = max_clusters(S, smem_for(tiles));  // one resident wave
+    if (groups > resident) {
+      groups = resident;
+      if (groups < 1) continue;
+      tiles = ceil_div(T, groups);
+      if (tiles > int64_t(kWindowTiles) * kMaxWindows || smem_for(tiles) > max_smem) continue;
+    }
+    const double cost = double(tiles) * double(blocks) * 2048 +
+                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
+    if (best.cost < 0 || cost < best.cost) {
+      best.k_split = S;
+      best.row_groups = int(groups);
+      best.warps_k = kWgmmaWarpGroups;
+      best.warps_t = 1;
+      best.max_tiles_per_cta = int(tiles);
+      best.max_blocks_per_cta = int(blocks);
+      best.chunk_blocks = wgmma_chunk_blocks(int(tiles), int(blocks));
+      best.smem_stages = 0;
+      best.smem_bytes = smem_for(tiles);
+      best.cost = cost;
+    }
+  }
+  best.ring = best.wgmma = best.cost >= 0;
   best.token_tiles = token_tiles;
   best.chunks = 1;
   return best;

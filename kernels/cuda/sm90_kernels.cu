@@ -14,6 +14,7 @@
 #include "sm90_gemm_plan.h"
 #include "sm90_quant.cuh"
 #include "sm90_ring_gemm.cuh"
+#include "sm90_wgmma_ring_gemm.cuh"
 
 namespace sgl_fp8 {
 namespace {
@@ -41,6 +42,11 @@ GemmKernel gemm_instance(int token_tiles) {
 template <bool PREQUANT>
 GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
+}
+
+template <bool PREQUANT>
+GemmKernel wgmma_ring_instance(int token_tiles) {
+  return token_tiles <= 1 ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT> : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
 }
 
 struct DeviceFacts {
@@ -132,12 +138,13 @@ class LaunchCache {
   std::unordered_map<Key, int, KeyHash> clusters_;
 };
 
-// The ring kernel's view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a box
-// of one 16-row tile over `box_blocks` blocks, 128-byte swizzle. The dimensions are given
-// innermost first with the blocks outermost although their stride (128) is the smallest: the box
-// then lands block-major, a block's 16 rows 128 bytes apart. False where the driver declines
-// (e.g. a weight address not 16-byte aligned); the caller then takes the register kernel.
-bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t K, int box_blocks) {
+// The ring kernels' view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a box
+// of `box_rows` rows (one 16-row tile: the mma.sync ring kernel; the CTA's tiles: the wgmma ring
+// kernel) over `box_blocks` blocks, 128-byte swizzle. The dimensions are given innermost first
+// with the blocks outermost although their stride (128) is the smallest: the box then lands
+// block-major, a block's rows 128 bytes apart. False where the driver declines (e.g. a weight
+// address not 16-byte aligned); the caller then takes another kernel.
+bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t K, int box_rows, int box_blocks) {
   using Encode = PFN_cuTensorMapEncodeTiled_v12000;
   static const Encode encode = []() -> Encode {
     void* fn = nullptr;
@@ -150,10 +157,10 @@ bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t 
     }
     return reinterpret_cast<Encode>(fn);
   }();
-  if (!encode || box_blocks < 1 || box_blocks > 256) return false;
+  if (!encode || box_blocks < 1 || box_blocks > 256 || box_rows < 1 || box_rows > 256) return false;
   const cuuint64_t dims[3] = {cuuint64_t(sm90::kBlockK), cuuint64_t(N), cuuint64_t(K / sm90::kBlockK)};
   const cuuint64_t strides[2] = {cuuint64_t(K), cuuint64_t(sm90::kBlockK)};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {cuuint32_t(sm90::kBlockK), cuuint32_t(sm90::kTileRows), cuuint32_t(box_blocks)};
+  const cuuint32_t box[3] = {cuuint32_t(sm90::kBlockK), cuuint32_t(box_rows), cuuint32_t(box_blocks)};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(w), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -172,12 +179,30 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   const bool prequant = p.x_type == ElemType::kE4M3;
   const int token_tiles = sm90::token_tiles_for(p.M);
   // Clusters are placed within GPCs, so not every SM count divides into clusters: the plans ask
-  // how many fit at once and keep the grid to one resident wave. The ring kernel serves M <= 16
-  // unless the config asks for the register kernel.
+  // how many fit at once and keep the grid to one resident wave. A ring kernel serves M <= 16
+  // unless the config asks for the register kernel: the wgmma one where its plan applies (plain
+  // weights, >= 4 tiles per CTA) and the driver encodes its tensor maps, else the mma.sync one.
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
-  if (!(p.config.flags & sm90::kRegisterPipeline) && token_tiles <= sm90::kMaxRingTokenTiles) {
+  CUtensorMap weight_map = {}, weight_map_short = {};
+  if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) && token_tiles <= sm90::kMaxRingTokenTiles &&
+      !p.w_shuffled) {
+    kernel = prequant ? wgmma_ring_instance<true>(token_tiles) : wgmma_ring_instance<false>(token_tiles);
+    threads = sm90::kRingThreads;
+    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+    plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, p.config,
+                                      [&](int cluster, int64_t smem) -> int64_t {
+                                        return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads,
+                                                                                      smem);
+                                      });
+    const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
+    if (plan.cost >= 0 &&
+        !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
+          encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
+      plan = GemmPlan{};
+  }
+  if (plan.cost < 0 && !(p.config.flags & sm90::kRegisterPipeline) && token_tiles <= sm90::kMaxRingTokenTiles) {
     kernel = prequant ? ring_instance<true>(token_tiles) : ring_instance<false>(token_tiles);
     threads = sm90::kRingThreads;
     if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
@@ -186,8 +211,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                   return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads, smem);
                                 });
   }
-  CUtensorMap weight_map = {};
-  if (plan.cost >= 0 && !p.w_shuffled && !encode_ring_weight_map(&weight_map, p.w, p.N, p.K, plan.max_blocks_per_cta))
+  if (plan.cost >= 0 && !plan.wgmma && !p.w_shuffled &&
+      !encode_ring_weight_map(&weight_map, p.w, p.N, p.K, sm90::kTileRows, plan.max_blocks_per_cta))
     plan = GemmPlan{};  // no tensor map for this weight: the register kernel
   if (plan.cost < 0) {
     kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
@@ -228,6 +253,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.smem_stages = plan.smem_stages;
   a.flags = p.config.flags;
   a.weight_map = weight_map;
+  a.chunk_blocks = plan.chunk_blocks;
+  a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);

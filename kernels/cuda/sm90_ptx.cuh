@@ -126,6 +126,48 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
       : "memory");
 }
 
+// ---- wgmma (warpgroup MMA, sm_90a): the wgmma ring kernel ----------------------------------
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address
+// >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63
+// swizzle (1 = 128-byte). For a K-major operand under the 128-byte swizzle (rows of 128 bytes,
+// 16-byte piece p of row r at p ^ (r & 7), 8-row atoms of 1024 bytes at 1024-byte aligned
+// addresses) the stride byte offset is the distance between 8-row atoms (1024) and the leading
+// offset is unused (1); a K step inside the 128-byte row moves the start address by its bytes.
+__device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t address) {
+  return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+// Order this thread's earlier register accesses before the warpgroup's next wgmma.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Wait until at most PENDING committed wgmma groups of this warpgroup are in flight.
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
+// Shared memory written by ordinary stores must be fenced before the async proxy (wgmma) reads it.
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// D (64 x 8 tokens, fp32) = A (64 x 32 e4m3, descriptor) * B (32 x 8 e4m3, descriptor) [+ D].
+// Thread t of the warpgroup holds D rows 16 (t / 32) + (t % 32) / 4 (+ 8) and columns 2 (t % 4)
+// (+ 1): the layout of mma.m16n8k16's accumulators, warp w holding rows [16w, 16w + 16).
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float4& d, uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d.x), "+f"(d.y), "+f"(d.z), "+f"(d.w)
+      : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)));
+}
+// The same over 16 tokens: d0 holds columns [0, 8) and d1 columns [8, 16), each as above.
+__device__ __forceinline__ void wgmma_m64n16k32_e4m3(float4& d0, float4& d1, uint64_t a_desc, uint64_t b_desc,
+                                                     bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d0.x), "+f"(d0.y), "+f"(d0.z), "+f"(d0.w), "+f"(d1.x), "+f"(d1.y), "+f"(d1.z), "+f"(d1.w)
+      : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)));
+}
+
 // Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.
 __device__ __forceinline__ unsigned long long global_timer_ns() {
   unsigned long long t;

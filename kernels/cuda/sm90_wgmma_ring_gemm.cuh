@@ -1,0 +1,175 @@
+// sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 16, plain weights): the ring
+// kernel's stream (the CTA's whole weight share requested through TMA at entry, before the kernel
+// waits for the previous one) with the tensor cores' own FP8 MMA reading both operands from
+// shared memory.
+//
+// Why (docs/sm90.md): the mma.sync ring kernel's timeline on the H200 showed its stream phase at
+// 3.3 µs for 160 KB per SM whether the prologue ran or not, with the bytes already landed: each
+// 2 KB unit cost ~150 warp instructions (shared-memory loads, the e4m3 -> f16 decode, 8 MMAs,
+// the scaling). Here a 64-row x 128-K block is 4 wgmma instructions per warpgroup, no operand
+// passes through registers, and the activations stay e4m3:
+//  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each, it
+//    waits for the block's chunk, then for every 64-row window of the CTA's tiles issues
+//    m64nNk32 x 4 into a fresh fp32 P (SPEC §3.4's per-block product), and scales P into its
+//    accumulators one block later (two P sets alternate, so the tensor cores work on the next
+//    block while the previous one is scaled; the sum is still in block order);
+//  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
+//    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
+//    rows is moved back to overlap its predecessor (the plan gives every CTA >= 4 tiles);
+//  * the prologue quantizes the activations straight into wgmma's swizzled B layout
+//    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
+//    role of their warps_k.
+#pragma once
+
+#include "sm90_block_scaled_gemm.cuh"
+#include "sm90_ring_gemm.cuh"  // kRingThreads
+
+namespace sgl_fp8::sm90 {
+
+// One block's 64-row windows: P[w] = A(window w of block lb) x B(block lb), K 128 in 4 steps.
+// All kMaxWindows windows are issued, whatever the CTA's tile count (a window past the CTA's
+// last one repeats it: wgmma_window_tile): a branch around a wgmma makes ptxas serialize them all.
+template <int TOKEN_TILES>
+__device__ __forceinline__ void wgmma_block(float4 (&P)[kMaxWindows][TOKEN_TILES], uint32_t a_block, uint32_t b_block,
+                                            int ntiles) {
+  static_assert(TOKEN_TILES == 1 || TOKEN_TILES == 2, "m64n8 or m64n16");
+  wgmma_fence();
+#pragma unroll
+  for (int w = 0; w < kMaxWindows; ++w) {
+    const uint32_t a_window = a_block + uint32_t(wgmma_window_tile(w, ntiles) * kTileRows * kBlockK);
+#pragma unroll
+    for (int ks = 0; ks < kBlockK / 32; ++ks) {
+      const uint64_t da = smem_descriptor_sw128(a_window + 32 * ks);
+      const uint64_t db = smem_descriptor_sw128(b_block + 32 * ks);
+      if constexpr (TOKEN_TILES == 1)
+        wgmma_m64n8k32_e4m3(P[w][0], da, db, ks > 0);
+      else
+        wgmma_m64n16k32_e4m3(P[w][0], P[w][1], da, db, ks > 0);
+    }
+  }
+  wgmma_commit();
+}
+
+template <int TOKEN_TILES, bool PREQUANT>
+__global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
+  static_assert(TOKEN_TILES <= kMaxRingTokenTiles, "the ring kernel serves one chunk of <= 16 tokens");
+  static_assert(kRingThreads == kWgmmaWarpGroups * 128, "4 warpgroups");
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  extern __shared__ __align__(kRingStageAlign) uint8_t wgmma_kernel_smem[];
+  uint8_t* smem = wgmma_kernel_smem;
+
+  const int rank = blockIdx.x;   // K slice within the cluster
+  const int group = blockIdx.y;  // range of row tiles
+  const int tokens = min(kTokenPad, a.M);
+
+  const int tile_begin = int(int64_t(group) * a.tiles / gridDim.y);
+  const int tile_end = int(int64_t(group + 1) * a.tiles / gridDim.y);
+  const int kb_begin = rank * a.kblocks / a.k_split;
+  const int kb_end = (rank + 1) * a.kblocks / a.k_split;
+  const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
+  const int rows = ntiles * kTileRows;
+
+  const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks);
+  uint8_t* act = smem;
+  float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
+  float* red = reinterpret_cast<float*>(smem + layout.red_offset);
+  float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
+  const uint32_t act_address = shared_address(smem);
+  const uint32_t ring_address = shared_address(smem + layout.ring_offset);
+  const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * chunk
+  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
+  const int chunk_blocks = a.chunk_blocks;
+  const int chunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
+  const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  const bool timeline = (a.flags & kTimeline) != 0;
+  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
+  if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (threadIdx.x == 0) {
+    for (int c = 0; c < chunks; ++c) mbarrier_init(full + 8 * c, 1);
+    mbarrier_init_fence();
+    for (int c = 0; c < chunks; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
+  }
+  __syncthreads();
+  allow_next_grid_launch();
+
+  // 1. Every chunk at once, chunk c from lane 0 of warp c % 16. A chunk always spans chunk_blocks
+  //    blocks (the last one may read a neighbour's blocks, or zeros past K, and ignore them); the
+  //    box is the CTA's rows: the full map, or the one a tile shorter.
+  if (lane == 0) {
+    const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
+    for (int c = warp; c < chunks; c += kRingWarps)
+      tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                               kb_begin + c * chunk_blocks, full + 8 * c);
+  }
+  __syncwarp();
+
+  // 2. The block scales of every (tile, block), then the activations (after the previous grid).
+  for (int i = threadIdx.x; i < ntiles * nblocks; i += kRingThreads) {
+    const int s = i / nblocks, lb = i - s * nblocks;
+    const int64_t index = int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb;
+    unit_scales[i] = a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
+                            : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
+  }
+  const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads, true>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
+                                                                       rank, entry_ns, issued_ns);
+  fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
+  __syncthreads();             // activations and unit scales written
+  timeline_stamp(a, 3);
+
+  // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + 4, ...
+  const int wg = warp / 4, wq = warp % 4, q = lane & 3;
+  float4 acc[kMaxWindows][TOKEN_TILES], P0[kMaxWindows][TOKEN_TILES], P1[kMaxWindows][TOKEN_TILES];
+#pragma unroll
+  for (int w = 0; w < kMaxWindows; ++w)
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) {
+      acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+      P0[w][t] = acc[w][t];
+      P1[w][t] = acc[w][t];
+    }
+  auto issue = [&](int lb, float4(&P)[kMaxWindows][TOKEN_TILES]) {
+    mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
+    wgmma_block<TOKEN_TILES>(P, ring_address + uint32_t(lb * rows * kBlockK),
+                             act_address + uint32_t(lb * kTokenPad * kBlockK), ntiles);
+  };
+  // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
+  auto apply = [&](int lb, const float4(&P)[kMaxWindows][TOKEN_TILES]) {
+#pragma unroll
+    for (int w = 0; w < kMaxWindows; ++w) {
+      const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) {
+        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
+        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+        acc[w][t].x += P[w][t].x * f0;
+        acc[w][t].y += P[w][t].y * f1;
+        acc[w][t].z += P[w][t].z * f0;
+        acc[w][t].w += P[w][t].w * f1;
+      }
+    }
+  };
+  for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
+    issue(lb, P0);
+    wgmma_wait<0>();
+    apply(lb, P0);
+  }
+  // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
+  // overlaps its predecessor, or repeats it, owns only the tiles past it.
+#pragma unroll
+  for (int w = 0; w < kMaxWindows; ++w) {
+    const int tile = wgmma_window_tile(w, ntiles) + wq;
+    if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
+  }
+  __syncthreads();
+  timeline_stamp(a, 4);
+
+  // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = kWgmmaWarpGroups).
+  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens,
+                                threadIdx.x < kGemmThreads);
+}
+
+}  // namespace sgl_fp8::sm90
