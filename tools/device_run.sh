@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
 # run the named steps in order, with full logs under $OUT and a short summary on stdout.
-#   bash tools/device_run.sh diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
+#   bash tools/device_run.sh wgprobe diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
 #                            timeline ceiling
 # SGL_FP8_GIT names the commit being measured (the device copy has no .git).
 set -u
@@ -103,6 +103,11 @@ for step in "$@"; do
       say "tools/stream_ceiling.py (how fast any kernel streams the weight bytes)"
       timeout 150 $PY tools/stream_ceiling.py --out "$OUT" >"$OUT/ceiling.txt" 2>&1
       echo "rc=$?"; tail -45 "$OUT/ceiling.txt"
+      ;;
+    wgprobe)
+      say "tools/wgmma_probe.py (where a GEMM output goes wrong)"
+      timeout 120 $PY tools/wgmma_probe.py >"$OUT/wgmma_probe.txt" 2>&1; echo "rc=$?"; tail -30 "$OUT/wgmma_probe.txt"
+      grep -q "probe: 0 bad" "$OUT/wgmma_probe.txt" || { echo "probe failed: stopping"; break; }
       ;;
     probe)
       say "tools/scaled_mm_probe.py"
