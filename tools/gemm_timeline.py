@@ -44,6 +44,14 @@ VARIANTS = {
     "no_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 2],
     "no_weight_decode": [0, 0, 0, 0, TIMELINE_FLAG | 128],  # ring kernel: MMAs on the raw e4m3 bytes
     "no_prologue_no_decode": [0, 0, 0, 0, TIMELINE_FLAG | 2 | 128],
+    "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies
+    # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
+    "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
+    "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],
+    "chunk_8": [0, 0, 0, 0, TIMELINE_FLAG, 8],
+    "chunk_16": [0, 0, 0, 0, TIMELINE_FLAG, 16],
+    "stream_alone_chunk_1": [0, 0, 0, 0, TIMELINE_FLAG | 7, 1],
+    "stream_alone_chunk_16": [0, 0, 0, 0, TIMELINE_FLAG | 7, 16],
     "k_split_1": [1, 0, 0, 0, TIMELINE_FLAG],
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],
     "k_split_4": [4, 0, 0, 0, TIMELINE_FLAG],

@@ -25,7 +25,8 @@ struct GemmConfig {
   int32_t blocks_per_sm = 0;    // sm_90 register kernel: CTAs per SM the grid is sized for (the ring kernel: one)
   int32_t flags = 0;            // backend-specific bits (sm_90: see GemmFlags)
   int32_t smem_stages = 0;      // sm_90 register kernel: at most this many cp.async staging stages (0: the default,
-                                // one); the ring kernel stages every tile of its CTA and ignores it
+                                // one); the mma.sync ring kernel stages every tile of its CTA and ignores it; the
+                                // wgmma ring kernel: K blocks per tensor copy (0: the plan's, about 32 KB)
 };
 
 struct GemmParams {

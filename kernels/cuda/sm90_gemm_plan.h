@@ -212,9 +212,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     int64_t groups = num_sms / S;
     if (groups > T / kWindowTiles) groups = T / kWindowTiles;
     if (groups < 1) continue;
+    auto chunk_for = [&](int64_t tiles) {
+      return config.smem_stages > 0 ? (config.smem_stages < blocks ? config.smem_stages : int(blocks))
+                                    : wgmma_chunk_blocks(int(tiles), int(blocks));
+    };
     auto smem_for = [&](int64_t tiles) {
-      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, wgmma_chunk_blocks(int(tiles), int(blocks)))
-          .total;
+      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles)).total;
     };
     int64_t tiles = ceil_div(T, groups);
     if (tiles > int64_t(kWindowTiles) * kMaxWindows || smem_for(tiles) > max_smem) continue;
@@ -234,7 +237,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       best.warps_t = 1;
       best.max_tiles_per_cta = int(tiles);
       best.max_blocks_per_cta = int(blocks);
-      best.chunk_blocks = wgmma_chunk_blocks(int(tiles), int(blocks));
+      best.chunk_blocks = chunk_for(tiles);
       best.smem_stages = 0;
       best.smem_bytes = smem_for(tiles);
       best.cost = cost;

@@ -152,10 +152,14 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
       }
     }
   };
-  for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
-    issue(lb, P0);
-    wgmma_wait<0>();
-    apply(lb, P0);
+  if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
+    for (int c = 0; c < chunks; ++c) mbarrier_wait(full + 8 * c, 0);
+  } else {
+    for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
+      issue(lb, P0);
+      wgmma_wait<0>();
+      apply(lb, P0);
+    }
   }
   // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
   // overlaps its predecessor, or repeats it, owns only the tiles past it.
