@@ -106,6 +106,16 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   }
 }
+// Whether the phase with parity `parity` has completed, without waiting (diagnostics).
+__device__ __forceinline__ bool mbarrier_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
 // Global -> this CTA's shared memory, `bytes` (a multiple of 16, both addresses 16-byte aligned)
 // completing as transactions on `bar`. A CTA's own shared::cta address is a valid shared::cluster
 // address.

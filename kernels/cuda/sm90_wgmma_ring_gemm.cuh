@@ -119,6 +119,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
+  unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
+  if (timeline && threadIdx.x == 0) {
+    loop_begin_ns = global_timer_ns();
+    for (int c = 0; c < chunks; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
+  }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + 4, ...
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
@@ -160,6 +165,12 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
       wgmma_wait<0>();
       apply(lb, P0);
     }
+  }
+  if (timeline && threadIdx.x == 0) {
+    const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
+    timeline_word(a, kTimelineSlots - 1,
+                  sm_id() | (static_cast<unsigned long long>(rank) << 16) | (loop_ns << 32) | (landed_at_ready << 48) |
+                      (static_cast<unsigned long long>(chunks) << 56));
   }
   // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
   // overlaps its predecessor, or repeats it, owns only the tiles past it.

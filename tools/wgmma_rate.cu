@@ -1,0 +1,166 @@
+// How fast one SM issues FP8 wgmma of the small-N shapes a decode GEMM uses: cycles per
+// instruction per SM for A and B from shared memory (SS) or A from registers (RS), with several
+// warpgroups per CTA, one CTA per SM. Shapes: m64n8k32 and m64n16k32 (weights as A, tokens as
+// B) and m64n80k32 (tokens as A, 80 weight rows as B). A standalone tool (no repository header):
+//   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/wgmma_rate tools/wgmma_rate.cu && /tmp/wgmma_rate
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
+}
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ss_n8(float (&d)[40], uint64_t a, uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, 1, 1, 1;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void ss_n16(float (&d)[40], uint64_t a, uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, 1, 1, 1;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+               : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void rs_n8(float (&d)[40], uint4 a, uint64_t b) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b));
+}
+__device__ __forceinline__ void ss_n80(float (&d)[40], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n80k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,"
+      "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39}, %40, %41, 1, 1, 1;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+      : "l"(a), "l"(b));
+}
+
+constexpr int kSmem = 160 * 1024;
+constexpr int kPerGroup = 8;  // instructions per commit group
+
+// MODE 0: SS n8, 1: SS n16, 3: SS n80 (tokens as A); RS n8 is rate_rs below.
+// PIPE: groups in flight before waiting (0: wait after every group).
+template <int MODE, int PIPE>
+__global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long long* cycles, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  for (int i = threadIdx.x; i < kSmem / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x30303030u ^ (i * 2654435761u & 0x07070707u);  // small finite e4m3
+  __syncthreads();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  float d[40];
+  for (int i = 0; i < 40; ++i) d[i] = 0.f;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  long long t0 = clock64();
+  if (wg < warpgroups) {
+    for (int r = 0; r < rounds; ++r) {
+      fence();
+#pragma unroll
+      for (int j = 0; j < kPerGroup; ++j) {
+        // A: 64 rows x 128 bytes windows walking through 128 KB; B: 8 KB at the end
+        const uint32_t a = base + uint32_t(((r * kPerGroup + j) * 8192 + wg * 2048) % (128 * 1024)) + 32 * (j & 3);
+        const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (r & 7);
+        if constexpr (MODE == 0) ss_n8(d, desc_sw128(a), desc_sw128(b));
+        if constexpr (MODE == 1) ss_n16(d, desc_sw128(a), desc_sw128(b));
+        if constexpr (MODE == 3) ss_n80(d, desc_sw128(b), desc_sw128(a));
+      }
+      commit();
+      if constexpr (PIPE == 0) wait<0>();
+      else wait<PIPE>();
+    }
+    wait<0>();
+  }
+  __syncthreads();
+  long long t1 = clock64();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+  float s = 0;
+  for (int i = 0; i < 40; ++i) s += d[i];
+  if (s == 12345.f) sink[threadIdx.x] = s;
+}
+
+// RS n8: A fragments from registers (loaded from shared memory by each thread, 16 bytes per k step).
+template <int PIPE>
+__global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, long long* cycles, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  for (int i = threadIdx.x; i < kSmem / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x30303030u ^ (i * 2654435761u & 0x07070707u);
+  __syncthreads();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+  float d[40];
+  for (int i = 0; i < 40; ++i) d[i] = 0.f;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  long long t0 = clock64();
+  if (wg < warpgroups) {
+    for (int r = 0; r < rounds; ++r) {
+      uint4 av[kPerGroup];
+#pragma unroll
+      for (int j = 0; j < kPerGroup; ++j)
+        av[j] = *reinterpret_cast<const uint4*>(smem + ((r * kPerGroup + j) * 8192 + wg * 2048 + t * 16) % (128 * 1024));
+      fence();
+#pragma unroll
+      for (int j = 0; j < kPerGroup; ++j) {
+        const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (r & 7);
+        rs_n8(d, av[j], desc_sw128(b));
+      }
+      commit();
+      if constexpr (PIPE == 0) wait<0>();
+      else wait<PIPE>();
+    }
+    wait<0>();
+  }
+  __syncthreads();
+  long long t1 = clock64();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+  float s = 0;
+  for (int i = 0; i < 40; ++i) s += d[i];
+  if (s == 12345.f) sink[threadIdx.x] = s;
+}
+
+template <typename K>
+void run(const char* name, K kernel, int warpgroups, long long* cycles, float* sink, int sms) {
+  const int rounds = 256;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  kernel<<<sms, 512, kSmem>>>(rounds, warpgroups, cycles, sink);
+  kernel<<<sms, 512, kSmem>>>(rounds, warpgroups, cycles, sink);
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    printf("%-34s error %s\n", name, cudaGetErrorString(e));
+    return;
+  }
+  long long host[1024];
+  cudaMemcpy(host, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost);
+  long long mx = 0;
+  for (int i = 0; i < sms; ++i) mx = host[i] > mx ? host[i] : mx;
+  const double per = double(mx) / (double(rounds) * kPerGroup * warpgroups);
+  printf("%-34s warpgroups %d: %7.1f cycles per instruction per SM (%5.1f per warpgroup)\n", name, warpgroups, per,
+         per * warpgroups);
+}
+
+int main() {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  long long* cycles;
+  float* sink;
+  cudaMalloc(&cycles, sizeof(long long) * 1024);
+  cudaMalloc(&sink, sizeof(float) * 1024);
+  for (int wgs : {1, 2, 4}) {
+    run("SS m64n8k32, wait each group", rate<0, 0>, wgs, cycles, sink, sms);
+    run("SS m64n8k32, 2 groups in flight", rate<0, 1>, wgs, cycles, sink, sms);
+    run("SS m64n16k32, wait each group", rate<1, 0>, wgs, cycles, sink, sms);
+    run("SS m64n16k32, 2 groups in flight", rate<1, 1>, wgs, cycles, sink, sms);
+    run("RS m64n8k32, wait each group", rate_rs<0>, wgs, cycles, sink, sms);
+    run("RS m64n8k32, 2 groups in flight", rate_rs<1>, wgs, cycles, sink, sms);
+    run("SS m64n80k32 (tokens as A), wait", rate<3, 0>, wgs, cycles, sink, sms);
+    run("SS m64n80k32 (tokens as A), 2 in flight", rate<3, 1>, wgs, cycles, sink, sms);
+  }
+  return 0;
+}
