@@ -130,7 +130,7 @@ def summarise(records):
                     ticks.add(abs(r[j] - r[j - 1]))
         per_launch.append({
             "ctas": len(cur),
-            "sms": len({r[7] & 0xFFFF for r in cur}),
+            "sms": len({r[7] & 0xFF for r in cur}),
             "period": (end - prev_end) / 1e3,  # steady-state time per launch
             "first_entry_after_prev_end": (entry - prev_end) / 1e3,  # negative: started during the previous launch
             "last_entry_after_prev_end": (max(r[0] for r in cur) - prev_end) / 1e3,
@@ -143,8 +143,10 @@ def summarise(records):
             # wgmma ring kernel only (0 elsewhere): warpgroup 0's block loop, and the share of
             # the CTA's chunks already landed when its activations were ready
             "wg0_loop_med": statistics.median(((r[7] >> 32) & 0xFFFF) / 1e3 for r in cur),
+            "wg0_loop_mhz": statistics.median(16e3 * ((r[7] >> 48) & 0xFFFF) / max(1, (r[7] >> 32) & 0xFFFF)
+                                              for r in cur),
             "landed_at_ready_med": statistics.median(
-                ((r[7] >> 48) & 0xFF) / max(1, (r[7] >> 56) & 0xFF) for r in cur),
+                ((r[7] >> 16) & 0xFF) / max(1, (r[7] >> 24) & 0xFF) for r in cur),
         })
     if not per_launch:
         return {}
@@ -206,7 +208,7 @@ def main():
                   f"exchange {summary.get('exchange_med', float('nan')):.2f}/{summary.get('exchange_max', float('nan')):.2f}  "
                   f"finish {summary.get('finish_med', float('nan')):.2f}  ctas {summary.get('ctas')} on {summary.get('sms')} SMs  "
                   f"tick {summary.get('timer_tick_ns_min')} ns  wg0 loop {summary.get('wg0_loop_med', 0):.2f}  "
-                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}", flush=True)
+                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}  SM clock {summary.get('wg0_loop_mhz', 0):.0f} MHz", flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "gemm_timeline.json")
     with open(path, "w") as f:

@@ -10,6 +10,11 @@
 __device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(64) << 32) | (uint64_t(1) << 62);
 }
+__device__ __forceinline__ long long timer_ns() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
@@ -58,7 +63,7 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
   float d[40];
   for (int i = 0; i < 40; ++i) d[i] = 0.f;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  long long t0 = clock64();
+  long long t0 = clock64(), n0 = timer_ns();
   if (wg < warpgroups) {
     for (int r = 0; r < rounds; ++r) {
       fence();
@@ -78,8 +83,11 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
     wait<0>();
   }
   __syncthreads();
-  long long t1 = clock64();
-  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+  long long t1 = clock64(), n1 = timer_ns();
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = t1 - t0;
+    cycles[512 + blockIdx.x] = n1 - n0;
+  }
   float s = 0;
   for (int i = 0; i < 40; ++i) s += d[i];
   if (s == 12345.f) sink[threadIdx.x] = s;
@@ -98,7 +106,7 @@ __global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, lo
   float d[40];
   for (int i = 0; i < 40; ++i) d[i] = 0.f;
   const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  long long t0 = clock64();
+  long long t0 = clock64(), n0 = timer_ns();
   if (wg < warpgroups) {
     for (int r = 0; r < rounds; ++r) {
       uint4 av[kPerGroup];
@@ -118,8 +126,11 @@ __global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, lo
     wait<0>();
   }
   __syncthreads();
-  long long t1 = clock64();
-  if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
+  long long t1 = clock64(), n1 = timer_ns();
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = t1 - t0;
+    cycles[512 + blockIdx.x] = n1 - n0;
+  }
   float s = 0;
   for (int i = 0; i < 40; ++i) s += d[i];
   if (s == 12345.f) sink[threadIdx.x] = s;
@@ -137,12 +148,17 @@ void run(const char* name, K kernel, int warpgroups, long long* cycles, float* s
     return;
   }
   long long host[1024];
-  cudaMemcpy(host, cycles, sizeof(long long) * sms, cudaMemcpyDeviceToHost);
-  long long mx = 0;
-  for (int i = 0; i < sms; ++i) mx = host[i] > mx ? host[i] : mx;
+  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
+  long long mx = 0, ns = 0;
+  for (int i = 0; i < sms; ++i) {
+    if (host[i] > mx) {
+      mx = host[i];
+      ns = host[512 + i];
+    }
+  }
   const double per = double(mx) / (double(rounds) * kPerGroup * warpgroups);
-  printf("%-34s warpgroups %d: %7.1f cycles per instruction per SM (%5.1f per warpgroup)\n", name, warpgroups, per,
-         per * warpgroups);
+  printf("%-40s warpgroups %d: %6.1f cycles per instruction per SM (%5.1f per warpgroup), SM clock %4.0f MHz\n", name,
+         warpgroups, per, per * warpgroups, ns > 0 ? 1e3 * double(mx) / double(ns) : 0.0);
 }
 
 int main() {

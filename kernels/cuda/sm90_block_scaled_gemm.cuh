@@ -76,9 +76,10 @@ enum GemmFlags : int32_t {
   kMmaSyncRing = 256,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
-// partials exchanged, end, and a word of facts: %smid (bits 0-15), the cluster rank (16-31) and,
-// from the wgmma ring kernel, the nanoseconds warpgroup 0 spent in its block loop (32-47), the
-// chunks already landed when the activations were ready (48-55) and the CTA's chunks (56-63).
+// partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
+// from the wgmma ring kernel, the chunks already landed when the activations were ready (16-23),
+// the CTA's chunks (24-31), and warpgroup 0's block loop in nanoseconds (32-47) and in SM clock
+// cycles / 16 (48-63).
 constexpr int kTimelineSlots = 8;
 static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
 
@@ -331,7 +332,7 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   timeline_stamp(a, 2);
   timeline_word(a, 0, entry_ns);
   timeline_word(a, 1, issued_ns);
-  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 16));
+  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
   const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
   load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
                                                                  rotation);

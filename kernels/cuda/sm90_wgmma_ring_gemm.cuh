@@ -21,21 +21,23 @@
 //    role of their warps_k.
 #pragma once
 
+#include <type_traits>
+
 #include "sm90_block_scaled_gemm.cuh"
 #include "sm90_ring_gemm.cuh"  // kRingThreads
 
 namespace sgl_fp8::sm90 {
 
-// One block's 64-row windows: P[w] = A(window w of block lb) x B(block lb), K 128 in 4 steps.
-// All kMaxWindows windows are issued, whatever the CTA's tile count (a window past the CTA's
-// last one repeats it: wgmma_window_tile): a branch around a wgmma makes ptxas serialize them all.
-template <int TOKEN_TILES>
+// One block's WINDOWS 64-row windows: P[w] = A(window w of block lb) x B(block lb), K 128 in 4
+// steps. WINDOWS is a compile-time count (the kernel branches once, outside its block loop): a
+// branch around a wgmma makes ptxas serialize them all.
+template <int TOKEN_TILES, int WINDOWS>
 __device__ __forceinline__ void wgmma_block(float4 (&P)[kMaxWindows][TOKEN_TILES], uint32_t a_block, uint32_t b_block,
                                             int ntiles) {
   static_assert(TOKEN_TILES == 1 || TOKEN_TILES == 2, "m64n8 or m64n16");
   wgmma_fence();
 #pragma unroll
-  for (int w = 0; w < kMaxWindows; ++w) {
+  for (int w = 0; w < WINDOWS; ++w) {
     const uint32_t a_window = a_block + uint32_t(wgmma_window_tile(w, ntiles) * kTileRows * kBlockK);
 #pragma unroll
     for (int ks = 0; ks < kBlockK / 32; ++ks) {
@@ -120,64 +122,70 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
+  long long loop_begin_cycles = 0;
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
+    loop_begin_cycles = clock64();
     for (int c = 0; c < chunks; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
   }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + 4, ...
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
-  float4 acc[kMaxWindows][TOKEN_TILES], P0[kMaxWindows][TOKEN_TILES], P1[kMaxWindows][TOKEN_TILES];
+  float4 acc[kMaxWindows][TOKEN_TILES], P[kMaxWindows][TOKEN_TILES];
 #pragma unroll
   for (int w = 0; w < kMaxWindows; ++w)
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) {
       acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
-      P0[w][t] = acc[w][t];
-      P1[w][t] = acc[w][t];
+      P[w][t] = acc[w][t];
     }
-  auto issue = [&](int lb, float4(&P)[kMaxWindows][TOKEN_TILES]) {
-    mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
-    wgmma_block<TOKEN_TILES>(P, ring_address + uint32_t(lb * rows * kBlockK),
-                             act_address + uint32_t(lb * kTokenPad * kBlockK), ntiles);
-  };
-  // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
-  auto apply = [&](int lb, const float4(&P)[kMaxWindows][TOKEN_TILES]) {
+  // Per block: wait for its chunk, the MMAs, then acc += P * (xs * ws) for this thread's rows
+  // (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
+  auto stream_blocks = [&](auto windows) {
+    constexpr int kWindows = decltype(windows)::value;
+    int chunk = wg / chunk_blocks, within = wg - chunk * chunk_blocks;  // block wg's chunk
+    for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
+      mbarrier_wait(full + 8 * chunk, 0);  // the chunk's only phase
+      wgmma_block<TOKEN_TILES, kWindows>(P, ring_address + uint32_t(lb * rows * kBlockK),
+                                         act_address + uint32_t(lb * kTokenPad * kBlockK), ntiles);
+      wgmma_wait<0>();
 #pragma unroll
-    for (int w = 0; w < kMaxWindows; ++w) {
-      const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
+      for (int w = 0; w < kWindows; ++w) {
+        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
 #pragma unroll
-      for (int t = 0; t < TOKEN_TILES; ++t) {
-        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-        acc[w][t].x += P[w][t].x * f0;
-        acc[w][t].y += P[w][t].y * f1;
-        acc[w][t].z += P[w][t].z * f0;
-        acc[w][t].w += P[w][t].w * f1;
+        for (int t = 0; t < TOKEN_TILES; ++t) {
+          const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
+          const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+          acc[w][t].x += P[w][t].x * f0;
+          acc[w][t].y += P[w][t].y * f1;
+          acc[w][t].z += P[w][t].z * f0;
+          acc[w][t].w += P[w][t].w * f1;
+        }
       }
+      for (within += kWgmmaWarpGroups; within >= chunk_blocks; within -= chunk_blocks) ++chunk;
     }
   };
+  const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 or 2 (the plan)
   if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
     for (int c = 0; c < chunks; ++c) mbarrier_wait(full + 8 * c, 0);
+  } else if (windows == 1) {
+    stream_blocks(std::integral_constant<int, 1>{});
   } else {
-    for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
-      issue(lb, P0);
-      wgmma_wait<0>();
-      apply(lb, P0);
-    }
+    stream_blocks(std::integral_constant<int, 2>{});
   }
   if (timeline && threadIdx.x == 0) {
     const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
+    const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
     timeline_word(a, kTimelineSlots - 1,
-                  sm_id() | (static_cast<unsigned long long>(rank) << 16) | (loop_ns << 32) | (landed_at_ready << 48) |
-                      (static_cast<unsigned long long>(chunks) << 56));
+                  sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
+                      (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
   }
   // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
-  // overlaps its predecessor, or repeats it, owns only the tiles past it.
+  // overlaps its predecessor owns only the tiles past it.
 #pragma unroll
   for (int w = 0; w < kMaxWindows; ++w) {
     const int tile = wgmma_window_tile(w, ntiles) + wq;
-    if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
+    if (w < windows && tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
   }
   __syncthreads();
   timeline_stamp(a, 4);
