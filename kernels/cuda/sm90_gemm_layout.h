@@ -145,6 +145,7 @@ struct RingSmemLayout {
 constexpr int kWindowTiles = 4;   // wgmma's 64 rows
 constexpr int kMaxWindows = 2;    // up to 8 tiles (128 rows) per CTA
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
+constexpr int kMaxWgBlocks = 4;      // blocks a warpgroup issues before it waits (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
 // First tile of window w: windows are 4 tiles wide and never pass the CTA's last tile, so the
