@@ -161,6 +161,25 @@ void run(const char* name, K kernel, int warpgroups, long long* cycles, float* s
          warpgroups, per, per * warpgroups, ns > 0 ? 1e3 * double(mx) / double(ns) : 0.0);
 }
 
+// Start-up: cycles from a CTA's first wgmma to its completion, for `rounds` rounds of 8
+// m64n8k32 per warpgroup (4 warpgroups), as a decode GEMM runs them (a handful per launch).
+template <typename K>
+void run_short(K kernel, int rounds, long long* cycles, float* sink, int sms) {
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  for (int rep = 0; rep < 3; ++rep) kernel<<<sms, 512, kSmem>>>(rounds, 4, cycles, sink);
+  cudaDeviceSynchronize();
+  long long host[1024];
+  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
+  long long mx = 0, ns = 0;
+  for (int i = 0; i < sms; ++i)
+    if (host[i] > mx) {
+      mx = host[i];
+      ns = host[512 + i];
+    }
+  printf("SS m64n8k32, 4 warpgroups, %3d rounds of 8 then wait: %6lld cycles in all (%5.1f per instruction per SM), %lld ns\n",
+         rounds, mx, double(mx) / (rounds * 32.0), ns);
+}
+
 int main() {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
@@ -168,7 +187,9 @@ int main() {
   float* sink;
   cudaMalloc(&cycles, sizeof(long long) * 1024);
   cudaMalloc(&sink, sizeof(float) * 1024);
-  for (int wgs : {1, 2, 4}) {
+  for (int r : {1, 2, 4, 16}) run_short(rate<0, 0>, r, cycles, sink, sms);
+  for (int r : {1, 2, 4, 16}) run_short(rate<0, 4>, r, cycles, sink, sms);
+  for (int wgs : {4}) {
     run("SS m64n8k32, wait each group", rate<0, 0>, wgs, cycles, sink, sms);
     run("SS m64n8k32, 2 groups in flight", rate<0, 1>, wgs, cycles, sink, sms);
     run("SS m64n16k32, wait each group", rate<1, 0>, wgs, cycles, sink, sms);

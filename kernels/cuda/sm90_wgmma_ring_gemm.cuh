@@ -89,6 +89,26 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
+
+  // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
+  //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
+  //    those fill (the timeline showed ~1.5 us between entry and the end of a blocking scale
+  //    loop). They reach shared memory after the activations, when they have long arrived.
+  constexpr int kScaleRegs = 2;
+  uint32_t scale_regs[kScaleRegs];
+  auto scale_index = [&](int i) {
+    const int s = i / nblocks, lb = i - s * nblocks;
+    return int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb;
+  };
+  auto load_scale = [&](int i) -> uint32_t {
+    return a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + scale_index(i)))
+                  : __ldg(static_cast<const uint32_t*>(a.w_scale) + scale_index(i));
+  };
+#pragma unroll
+  for (int r = 0; r < kScaleRegs; ++r) {
+    const int i = threadIdx.x + r * kRingThreads;
+    scale_regs[r] = i < ntiles * nblocks ? load_scale(i) : 0u;
+  }
   if (threadIdx.x == 0) {
     for (int c = 0; c < chunks; ++c) mbarrier_init(full + 8 * c, 1);
     mbarrier_init_fence();
@@ -108,16 +128,17 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   }
   __syncwarp();
 
-  // 2. The block scales of every (tile, block), then the activations (after the previous grid).
-  for (int i = threadIdx.x; i < ntiles * nblocks; i += kRingThreads) {
-    const int s = i / nblocks, lb = i - s * nblocks;
-    const int64_t index = int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb;
-    unit_scales[i] = a.e8m0 ? uint32_t(__ldg(static_cast<const uint8_t*>(a.w_scale) + index))
-                            : __ldg(static_cast<const uint32_t*>(a.w_scale) + index);
-  }
+  // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads, true>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
                                                                        rank, entry_ns, issued_ns);
+#pragma unroll
+  for (int r = 0; r < kScaleRegs; ++r) {
+    const int i = threadIdx.x + r * kRingThreads;
+    if (i < ntiles * nblocks) unit_scales[i] = scale_regs[r];
+  }
+  for (int i = threadIdx.x + kScaleRegs * kRingThreads; i < ntiles * nblocks; i += kRingThreads)
+    unit_scales[i] = load_scale(i);  // beyond 1024 (tile, block) pairs: not in any plan of SPEC §6
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
