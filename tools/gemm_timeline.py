@@ -51,6 +51,10 @@ VARIANTS = {
     "chunk_8": [0, 0, 0, 0, TIMELINE_FLAG, 8],
     "chunk_16": [0, 0, 0, 0, TIMELINE_FLAG, 16],
     "stream_alone_chunk_1": [0, 0, 0, 0, TIMELINE_FLAG | 7, 1],
+    # wgmma ring kernel: only the first E copies before the activations are read
+    "early_1": [0, 0, 1, 0, TIMELINE_FLAG],
+    "early_2": [0, 0, 2, 0, TIMELINE_FLAG],
+    "early_3": [0, 0, 3, 0, TIMELINE_FLAG],
     "stream_alone_chunk_16": [0, 0, 0, 0, TIMELINE_FLAG | 7, 16],
     "k_split_1": [1, 0, 0, 0, TIMELINE_FLAG],
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],

@@ -109,7 +109,7 @@ struct GemmKernelArgs {
   CUtensorMap weight_map;
   // wgmma ring kernel: blocks per tensor copy, and a second map whose box is one tile shorter
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
-  int chunk_blocks;
+  int chunk_blocks, early_chunks;
   CUtensorMap weight_map_short;
 };
 

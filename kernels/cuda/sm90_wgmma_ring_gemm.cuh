@@ -117,16 +117,21 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   __syncthreads();
   allow_next_grid_launch();
 
-  // 1. Every chunk at once, chunk c from lane 0 of warp c % 16. A chunk always spans chunk_blocks
+  // 1. The chunks, chunk c from lane 0 of warp c % 16: the first `early` at once, the others once
+  //    the activations are in (a.early_chunks; 0: all at once). A chunk always spans chunk_blocks
   //    blocks (the last one may read a neighbour's blocks, or zeros past K, and ignore them); the
   //    box is the CTA's rows: the full map, or the one a tile shorter.
-  if (lane == 0) {
-    const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
-    for (int c = warp; c < chunks; c += kRingWarps)
-      tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                               kb_begin + c * chunk_blocks, full + 8 * c);
-  }
-  __syncwarp();
+  const int early = a.early_chunks > 0 && a.early_chunks < chunks ? a.early_chunks : chunks;
+  auto request_chunks = [&](int first, int end) {
+    if (lane == 0) {
+      const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
+      for (int c = first + (warp - first % kRingWarps + kRingWarps) % kRingWarps; c < end; c += kRingWarps)
+        tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                                 kb_begin + c * chunk_blocks, full + 8 * c);
+    }
+    __syncwarp();
+  };
+  request_chunks(0, early);
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
@@ -142,6 +147,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
+  request_chunks(early, chunks);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
   long long loop_begin_cycles = 0;
   if (timeline && threadIdx.x == 0) {
