@@ -22,7 +22,7 @@ struct GemmConfig {
   int32_t k_split = 0;          // sm_90: CTAs of a cluster splitting K; gfx950: waves splitting K
   int32_t warps = 0;            // gfx950: wavefronts per block (sm_90: fixed, one warpgroup)
   int32_t tiles_per_block = 0;  // gfx950: 16-row tiles a wave handles per pass; sm_90 wgmma ring kernel: tensor
-                                // copies requested before the activations are read (0: all)
+                                // copies requested before the activations are read (0: the plan's, half)
   int32_t blocks_per_sm = 0;    // sm_90 register kernel: CTAs per SM the grid is sized for (the ring kernel: one)
   int32_t flags = 0;            // backend-specific bits (sm_90: see GemmFlags)
   int32_t smem_stages = 0;      // sm_90 register kernel: at most this many cp.async staging stages (0: the default,

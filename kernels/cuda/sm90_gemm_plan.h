@@ -35,6 +35,7 @@ struct GemmPlan {
   bool ring = false;    // the ring kernel (sm90_ring_gemm.cuh), else the register kernel
   bool wgmma = false;   // the wgmma ring kernel (sm90_wgmma_ring_gemm.cuh)
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
+  int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -238,6 +239,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       best.max_tiles_per_cta = int(tiles);
       best.max_blocks_per_cta = int(blocks);
       best.chunk_blocks = chunk_for(tiles);
+      // Half the copies at entry, the rest once the activations are in: a CTA's activation loads
+      // queue behind the weight copies it has requested (H200, tools/gemm_timeline.py at f15c013,
+      // 5120x4096 M = 1 / 8 / 16: 10.08 / 11.07 / 13.46 us with every copy at entry, 9.12 / 9.93 /
+      // 12.22 with half, 10.05 / 10.76 / 12.74 with one of four).
+      const int chunks = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, best.chunk_blocks).chunks;
+      best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : (chunks + 1) / 2;
       best.smem_stages = 0;
       best.smem_bytes = smem_for(tiles);
       best.cost = cost;

@@ -254,7 +254,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.flags = p.config.flags;
   a.weight_map = weight_map;
   a.chunk_blocks = plan.chunk_blocks;
-  a.early_chunks = p.config.tiles_per_block;  // wgmma ring kernel (see GemmConfig)
+  a.early_chunks = plan.early_chunks;
   a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};

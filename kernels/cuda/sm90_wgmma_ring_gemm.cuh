@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   allow_next_grid_launch();
 
   // 1. The chunks, chunk c from lane 0 of warp c % 16: the first `early` at once, the others once
-  //    the activations are in (a.early_chunks; 0: all at once). A chunk always spans chunk_blocks
+  //    the activations are in (a.early_chunks, the plan's; 0: all at once): the activation loads
+  //    queue behind the copies already requested. A chunk always spans chunk_blocks
   //    blocks (the last one may read a neighbour's blocks, or zeros past K, and ignore them); the
   //    box is the CTA's rows: the full map, or the one a tile shorter.
   const int early = a.early_chunks > 0 && a.early_chunks < chunks ? a.early_chunks : chunks;
