@@ -55,6 +55,7 @@ VARIANTS = {
     "early_1": [0, 0, 1, 0, TIMELINE_FLAG],
     "early_2": [0, 0, 2, 0, TIMELINE_FLAG],
     "early_3": [0, 0, 3, 0, TIMELINE_FLAG],
+    "early_all": [0, 0, 99, 0, TIMELINE_FLAG],
     "stream_alone_chunk_16": [0, 0, 0, 0, TIMELINE_FLAG | 7, 16],
     "k_split_1": [1, 0, 0, 0, TIMELINE_FLAG],
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],

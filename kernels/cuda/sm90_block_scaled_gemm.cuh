@@ -175,20 +175,28 @@ __device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
   }
 }
 
+// What the prologue does once its first activation loads are in flight (every thread calls it
+// once, the warp converged): nothing, or (the wgmma ring kernel) request the weight copies that
+// were held back so as not to queue in front of those loads.
+struct NoHook {
+  __device__ __forceinline__ void operator()() const {}
+};
+
 // Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
 // A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes; BATCH groups'
 // loads are in flight before the first is quantized. The warp stays converged (the upper
 // half-warp's group is never before the lower one's, so the warp runs while its lower half has
 // work; an upper half past the end computes on nothing and stores nothing): the shuffles then
 // take the full mask, which spares the divergence checks a per-half mask costs on every one.
-template <int THREADS, int BATCH, bool FP16, bool FP8_ACT>
+template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Hook>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
-                                                          int nblocks, int rotation) {
+                                                          int nblocks, int rotation, const Hook& hook) {
   const int l16 = threadIdx.x & 15;
   const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                   int64_t(kb_begin) * kBlockK + l16 * 8;
   GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
+  bool hooked = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
     // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
     // registers than remembering each group's indices).
@@ -200,6 +208,10 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       if (cursor.m < tokens)
         raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
       cursor.advance();
+    }
+    if (!hooked) {
+      hook();
+      hooked = true;
     }
     GroupCursor group = first;
 #pragma unroll
@@ -220,14 +232,15 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       }
     }
   }
+  if (!hooked) hook();  // a warp with no group of its own
 }
 
 // Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 (or copy it, FP8_ACT)
 // and decode x_scale. Eight lanes (16 bytes each) per 128-byte group.
-template <int THREADS, int BATCH, bool FP8_ACT>
+template <int THREADS, int BATCH, bool FP8_ACT, typename Hook>
 __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                         int token_pad, int m_begin, int tokens, int kb_begin,
-                                                        int nblocks, int rotation) {
+                                                        int nblocks, int rotation, const Hook& hook) {
   const int l8 = threadIdx.x & 7;
   const auto* xq = static_cast<const uint8_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                    int64_t(kb_begin) * kBlockK + l8 * 16;
@@ -259,6 +272,8 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
             a.e8m0);
     }
   }
+  __syncwarp();
+  hook();  // after the loop: its threads take different numbers of turns
 }
 
 // Padding tokens (tokens .. TOKEN_PAD) contribute exact zeros; their outputs are never stored.
@@ -301,21 +316,22 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 // pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
 // the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
 // as f16 (act_f16_offset).
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
-                                                      int tokens, int kb_begin, int nblocks, int rotation) {
+                                                      int tokens, int kb_begin, int nblocks, int rotation,
+                                                      const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   if (a.flags & kSkipPrologue) {
-    // diagnostics: leave the activation buffer as it is
+    hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
-    copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks,
-                                                           rotation);
+    copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+                                                                    nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
     quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
-                                                               nblocks, rotation);
+                                                                        nblocks, rotation, hook);
   } else {
-    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
-                                                                nblocks, rotation);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                         kb_begin, nblocks, rotation, hook);
   }
   zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
@@ -323,11 +339,11 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
 // synchronizes the threads that load.
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
-                                                          unsigned long long issued_ns) {
+                                                          unsigned long long issued_ns, const Hook& hook = {}) {
   wait_for_previous_grid();
   timeline_stamp(a, 2);
   timeline_word(a, 0, entry_ns);
@@ -335,7 +351,7 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
   const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
   load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
-                                                                 rotation);
+                                                                 rotation, hook);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block

@@ -118,8 +118,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   allow_next_grid_launch();
 
   // 1. The chunks, chunk c from lane 0 of warp c % 16: the first `early` at once, the others once
-  //    the activations are in (a.early_chunks, the plan's; 0: all at once): the activation loads
-  //    queue behind the copies already requested. A chunk always spans chunk_blocks
+  //    the first activation loads are in flight (a.early_chunks, the plan's; 0: all at once): the
+  //    activation loads queue behind the copies already requested. A chunk always spans chunk_blocks
   //    blocks (the last one may read a neighbour's blocks, or zeros past K, and ignore them); the
   //    box is the CTA's rows: the full map, or the one a tile shorter.
   const int early = a.early_chunks > 0 && a.early_chunks < chunks ? a.early_chunks : chunks;
@@ -136,8 +136,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-  wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads, true>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
-                                                                       rank, entry_ns, issued_ns);
+  // The copies held back are requested as soon as the first activation loads are in flight.
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads, true>(
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, chunks); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kRingThreads;
@@ -148,7 +149,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
-  request_chunks(early, chunks);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
   long long loop_begin_cycles = 0;
   if (timeline && threadIdx.x == 0) {
