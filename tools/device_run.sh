@@ -84,6 +84,12 @@ for step in "$@"; do
         >"$OUT/tune_dsv.txt" 2>"$OUT/tune_dsv.err"; echo "rc=$?"
       cp sglang_fp8ext/configs/*.json "$OUT/" 2>/dev/null; tail -5 "$OUT/tune_dsv.txt"
       ;;
+    tune_qwen)
+      say "tune (the Qwen3.5 shapes of SPEC §6; other shapes' entries kept) into sglang_fp8ext/configs"
+      timeout 150 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
+        >"$OUT/tune_qwen.txt" 2>"$OUT/tune_qwen.err"; echo "rc=$?"
+      cp sglang_fp8ext/configs/*.json "$OUT/" 2>/dev/null; tail -5 "$OUT/tune_qwen.txt"
+      ;;
     check)
       say "python -m sglang_fp8ext check"
       timeout 120 $PY -m sglang_fp8ext check >"$OUT/check.txt" 2>&1; echo "rc=$?"; grep -E "FAIL|passed|failed" "$OUT/check.txt" | tail -5

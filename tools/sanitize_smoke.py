@@ -1,7 +1,9 @@
 """Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
 layouts and scale formats, bias, every token-tile instance (M = 1, 13, 24, 33: 1, 2, 3 and 4 + 1
-tiles; the ring kernel below 17 tokens, the register kernel above and through flag 32), M beyond
-one 32-token chunk, and the register kernel with a 3-stage shared-memory staging ring."""
+tiles; below 17 tokens the wgmma ring kernel for plain weights and the mma.sync ring kernel for
+shuffled ones (and plain (48, 256), whose CTAs have too few tiles for wgmma), the register kernel
+above and through flag 32), M beyond one 32-token chunk, and the register kernel with a 3-stage
+shared-memory staging ring."""
 
 import torch
 
