@@ -101,20 +101,28 @@ def test_linear_prequantized_add_rmsnorm_transposed_scale(device):
 
 @pytest.mark.parametrize("fmt", FMTS)
 def test_linear_reads_is_shuffled(device, fmt):
+    """w_shuffled=None reads the weight's is_shuffled attribute; an explicit value overrides it.
+    A weight read in its own layout meets the §3.4 contract, one read in the other does not. (On
+    sm_90 plain and shuffled weights may take different kernels, so the two layouts are compared
+    through the contract, and runs of one layout bitwise.)"""
     N, K = 272, 512
     w, ws = make(N, K, fmt, 6)
     x = rand_act((3, K), torch.bfloat16, 7).to(device)
+    ref = smallm_ref(x.cpu(), w, ws)
     wd, wsd = w.to(device), ws.to(device)
     plain = fx.fp8_block_linear(x, wd, wsd)
+    assert_gemm_contract(plain, ref, "plain")
     ws_sh = fx.shuffle_weight(wd)
     assert ws_sh.is_shuffled
-    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd)), bits(plain))  # w_shuffled=None reads the attribute
-    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd, w_shuffled=True)), bits(plain))
+    shuffled = fx.fp8_block_linear(x, ws_sh, wsd, w_shuffled=True)
+    assert_gemm_contract(shuffled, ref, "shuffled")
+    assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd)), bits(shuffled))  # w_shuffled=None reads the attribute
     # the same bytes without the attribute are read as plain: a different (wrong) result
     bare = ws_sh.view(torch.uint8).view(ws_sh.dtype)
     assert not getattr(bare, "is_shuffled", False)
-    assert not torch.equal(bits(fx.fp8_block_linear(x, bare, wsd)), bits(plain))
-    assert torch.equal(bits(fx.fp8_block_linear(x, bare, wsd, w_shuffled=True)), bits(plain))
+    with pytest.raises(AssertionError):
+        assert_gemm_contract(fx.fp8_block_linear(x, bare, wsd), ref, "shuffled bytes read as plain")
+    assert torch.equal(bits(fx.fp8_block_linear(x, bare, wsd, w_shuffled=True)), bits(shuffled))
     # an explicit w_shuffled=False overrides the attribute
     assert torch.equal(bits(fx.fp8_block_linear(x, ws_sh, wsd, w_shuffled=False)), bits(fx.fp8_block_linear(x, bare, wsd)))
     # an unshuffled weight carries is_shuffled=False
@@ -122,7 +130,10 @@ def test_linear_reads_is_shuffled(device, fmt):
     assert torch.equal(bits(fx.fp8_block_linear(x, un, wsd)), bits(plain))
     # pre-quantized input also reads the attribute
     q, s = fx.per1x128_quant(x, fmt == "e8m0")
-    assert torch.equal(bits(fx.fp8_block_linear(q, ws_sh, wsd, input_scale=s)), bits(fx.fp8_block_linear(q, wd, wsd, input_scale=s)))
+    pre_shuffled = fx.fp8_block_linear(q, ws_sh, wsd, input_scale=s)
+    assert torch.equal(bits(pre_shuffled), bits(fx.fp8_block_linear(q, ws_sh, wsd, input_scale=s, w_shuffled=True)))
+    assert_gemm_contract(pre_shuffled, ref, "pre-quantized, shuffled")
+    assert_gemm_contract(fx.fp8_block_linear(q, wd, wsd, input_scale=s), ref, "pre-quantized, plain")
 
 
 def _spy(monkeypatch):
