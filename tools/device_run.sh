@@ -45,6 +45,11 @@ for step in "$@"; do
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_all.txt" | head -20
       tail -3 "$OUT/pytest_all.txt"
       ;;
+    layout_tests)
+      say "GPU tests of the layouts and kernels (-k shuffled / ring_and_register)"
+      $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests -k "shuffled or ring_and_register" >"$OUT/pytest_layouts.txt" 2>&1; echo "rc=$?"
+      grep -E "^(FAILED|ERROR)" "$OUT/pytest_layouts.txt" | head -10; tail -2 "$OUT/pytest_layouts.txt"
+      ;;
     smoke)
       say "tools/gpu_smoke.py"
       timeout 150 $PY tools/gpu_smoke.py >"$OUT/smoke.txt" 2>&1; echo "rc=$? fails=$(grep -c '^FAIL' "$OUT/smoke.txt")"; grep "^FAIL" "$OUT/smoke.txt" | head -12
