@@ -306,6 +306,97 @@ static void check_ring() {
       }
 }
 
+// The 128-byte swizzle as the TMA applies it and wgmma reads it (address bits [4, 7) XOR [7, 10)
+// of a 1024-byte aligned region): where logical byte `linear` of a region of 128-byte rows lands.
+static long long swizzle128(long long linear) {
+  const long long row = linear / 128, piece = (linear % 128) / 16;
+  return row * 128 + ((piece ^ (row % 8)) * 16) + linear % 16;
+}
+
+static void check_wgmma_ring() {
+  // Weight: a box {128 bytes, rows, chunk_blocks} landing at chunk c * chunk_blocks * rows * 128
+  // holds weight byte (row, K block lb, k) at the swizzled linear offset (lb * rows + row) * 128 + k;
+  // wgmma_ring_offset must say the same, and a window's 8-row atoms must be 1024 bytes apart.
+  for (int rows = 64; rows <= 128; rows += 16)
+    for (int lb = 0; lb < 12; ++lb)
+      for (int row = 0; row < rows; ++row)
+        for (int k = 0; k < 128; k += 5) {
+          const long long linear = ((long long)lb * rows + row) * 128 + k;
+          CHECK(wgmma_ring_offset(lb, rows, row, k) == swizzle128(linear), "wgmma ring byte rows=%d lb=%d row=%d k=%d",
+                rows, lb, row, k);
+        }
+  // Activations: token `token` of block lb is row lb * token_pad + token of the B operand (K-major,
+  // 128-byte swizzle); every byte of the region exactly once.
+  for (int token_pad : {8, 16})
+    for (int nblocks : {1, 7, 16}) {
+      std::vector<int> seen(size_t(nblocks) * token_pad * 128, 0);
+      for (int lb = 0; lb < nblocks; ++lb)
+        for (int token = 0; token < token_pad; ++token)
+          for (int k = 0; k < 128; ++k) {
+            const long long o = act_fp8_offset(lb, token, token_pad, k);
+            CHECK(o == swizzle128(((long long)lb * token_pad + token) * 128 + k), "act fp8 byte lb=%d token=%d k=%d", lb,
+                  token, k);
+            if (o >= 0 && o < (long long)seen.size()) ++seen[size_t(o)];
+          }
+      for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == 1, "act fp8 coverage at %zu", i);
+    }
+  // Windows: for 4..8 tiles, every window lies inside the CTA's tiles and every tile is parked
+  // exactly once (by the window that owns it: tile >= 4 w).
+  for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * kMaxWindows; ++ntiles) {
+    const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;
+    std::vector<int> parked(size_t(ntiles), 0);
+    for (int w = 0; w < windows; ++w) {
+      const int first = wgmma_window_tile(w, ntiles);
+      CHECK(first >= 0 && first + kWindowTiles <= ntiles, "window %d of %d tiles", w, ntiles);
+      for (int wq = 0; wq < kWindowTiles; ++wq)
+        if (first + wq >= kWindowTiles * w) ++parked[size_t(first + wq)];
+    }
+    for (int t = 0; t < ntiles; ++t) CHECK(parked[size_t(t)] == 1, "tile %d of %d parked %d times", t, ntiles, parked[size_t(t)]);
+  }
+  // Plans: every SPEC §6 shape takes the wgmma ring kernel at M <= 16 with plain weights, never
+  // with shuffled ones or above 16 tokens; each CTA has 4..8 tiles, the grid is one wave, the
+  // partition covers every (tile, block) once, and the chunks cover the CTA's blocks.
+  const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
+                                 {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
+  for (const auto& s : shapes)
+    for (bool shuffled : {false, true})
+      for (long long M : {1LL, 5LL, 8LL, 9LL, 16LL, 17LL, 32LL}) {
+        const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
+        const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, GemmConfig{}, max_clusters);
+        if (shuffled || M > 16 || T < kWindowTiles) {
+          CHECK(plan.cost < 0 && !plan.wgmma, "wgmma plan where it cannot run: N=%lld shuffled=%d M=%lld", N, shuffled, M);
+          continue;
+        }
+        if (N >= 1024) CHECK(plan.wgmma, "no wgmma plan for N=%lld K=%lld M=%lld", N, K, M);
+        if (!plan.wgmma) continue;
+        const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
+                                         plan.chunk_blocks);
+        CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
+        CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 1024 == 0,
+              "wgmma alignment");
+        CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
+        CHECK(plan.row_groups * plan.k_split <= 132, "wgmma grid %d x %d", plan.row_groups, plan.k_split);
+        CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");
+        CHECK(plan.early_chunks >= 1 && plan.early_chunks <= layout.chunks, "early chunks %d of %d", plan.early_chunks,
+              layout.chunks);
+        CHECK(plan.max_tiles_per_cta * kTileRows <= 256, "box rows");
+        std::vector<int> owner(size_t(T * KB), 0);
+        for (int g = 0; g < plan.row_groups; ++g) {
+          const long long t0 = g * T / plan.row_groups, t1 = (g + 1) * T / plan.row_groups;
+          CHECK(t1 - t0 >= kWindowTiles && t1 - t0 <= plan.max_tiles_per_cta &&
+                    (t1 - t0 == plan.max_tiles_per_cta || t1 - t0 == plan.max_tiles_per_cta - 1),
+                "CTA tiles %lld (max %d)", t1 - t0, plan.max_tiles_per_cta);
+          for (int r = 0; r < plan.k_split; ++r) {
+            const long long b0 = r * KB / plan.k_split, b1 = (r + 1) * KB / plan.k_split;
+            CHECK(b1 - b0 <= plan.max_blocks_per_cta, "CTA blocks");
+            for (long long t = t0; t < t1; ++t)
+              for (long long b = b0; b < b1; ++b) ++owner[size_t(t * KB + b)];
+          }
+        }
+        for (size_t i = 0; i < owner.size(); ++i) CHECK(owner[i] == 1, "wgmma partition: (tile, block) %zu owned %d times", i, owner[i]);
+      }
+}
+
 int main() {
   check_weight_units();
   check_k_permutation<false>();
@@ -314,6 +405,7 @@ int main() {
   check_plans();
   check_staging();
   check_ring();
+  check_wgmma_ring();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

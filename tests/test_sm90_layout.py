@@ -1,8 +1,10 @@
 """CPU checks of the sm_90 GEMM's index formulas and launch plan (kernels/cuda/sm90_gemm_layout.h,
 sm90_gemm_plan.h): every lane loads SPEC §4's bytes in both layouts, a unit's 2 KB are covered
 once, the weight and activation operands share one K permutation, the activation reads are free
-of bank conflicts, and every launch plan covers each (tile, K block) exactly once within one wave
-and the shared memory limit. The kernel indexes through these headers only."""
+of bank conflicts, the wgmma ring kernel's weight and e4m3 activation bytes sit where the TMA's
+and wgmma's 128-byte swizzle put them, its windows park every tile once, and every launch plan
+covers each (tile, K block) exactly once within one wave and the shared memory limit. The
+kernels index through these headers only."""
 
 import shutil
 import subprocess
@@ -44,3 +46,7 @@ def test_kernel_indexes_through_the_layout_header():
     for name in ("ring_lane_offset(", "ring_block_stride(", "ring_stage_bytes(", "RingSmemLayout"):
         assert name in ring, name
     assert "weight_chunk16_offset" not in ring and "shuffled_weight_offset" not in ring
+    assert "act_fp8_offset(" in src  # the e4m3 activations of the wgmma ring kernel
+    wgmma = (ROOT / "kernels" / "cuda" / "sm90_wgmma_ring_gemm.cuh").read_text()
+    for name in ("WgmmaRingSmemLayout", "wgmma_window_tile(", "smem_descriptor_sw128("):
+        assert name in wgmma, name
