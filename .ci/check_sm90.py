@@ -3,10 +3,11 @@
 Compiles kernels/cuda/sm90_kernels.cu alone with nvcc and exactly the wheel's flags
 (build_config.NVCC_FLAGS, sm_90a), then reads the SASS with cuobjdump and fails when
   * the compile fails, or ptxas reports a stack frame above the allowance below;
-  * a GEMM instance lacks tensor-core MMAs (HMMA) or the e4m3 decode that feeds them
-    (F2FP.F16.E4M3.UNPACK), or the fused instances lack the in-register e4m3 quantization
-    (F2FP.SATFINITE.E4M3); a ring-kernel instance also needs the TMA bulk copy (UBLKCP) and
-    mbarrier waits (SYNCS.PHASECHK);
+  * a register- or mma.sync-ring-kernel GEMM instance lacks tensor-core MMAs (HMMA) or the e4m3
+    decode that feeds them (F2FP.F16.E4M3.UNPACK); a wgmma-ring-kernel instance lacks the FP8
+    warpgroup MMA (QGMMA ... E4M3.E4M3) or the TMA tensor copy (UTMALDG); the fused instances lack
+    the in-register e4m3 quantization (F2FP.SATFINITE.E4M3); a ring-kernel instance (either) also
+    needs mbarrier waits (SYNCS.PHASECHK), and the mma.sync one the TMA bulk copy (UBLKCP);
   * a quantization kernel lacks the e4m3 quantization instruction;
   * an expected kernel is missing.
 cuobjdump/nvdisasm come from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) when absent.
@@ -82,19 +83,26 @@ def main():
     if not functions:
         log("FAIL: no SASS functions found")
         return 1
-    counts = {"gemm": 0, "ring": 0, "quant": 0}
+    counts = {"gemm": 0, "ring": 0, "wgmma": 0, "quant": 0}
     for body in functions:
         name = body.split("\n", 1)[0].strip()
         ops = re.findall(r"/\*[0-9a-f]{4,8}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9]+(?:\.[A-Z0-9_]+)*)", body)
         has = lambda prefix: any(op.startswith(prefix) for op in ops)  # noqa: E731
         if "block_scaled_gemm" in name or "ring_gemm" in name:
-            ring = "ring_gemm" in name
-            counts["ring" if ring else "gemm"] += 1
+            wgmma = "wgmma_ring_gemm" in name
+            ring = "ring_gemm" in name and not wgmma
+            counts["wgmma" if wgmma else "ring" if ring else "gemm"] += 1
             prequant = "ELb1E" in name
-            need = ["HMMA", "F2FP.F16.E4M3.UNPACK"] + ([] if prequant else ["F2FP.SATFINITE.E4M3"])
-            need += ["UBLKCP", "SYNCS.PHASECHK"] if ring else []
+            need = [] if prequant else ["F2FP.SATFINITE.E4M3"]
+            if wgmma:
+                need += ["QGMMA", "UTMALDG", "SYNCS.PHASECHK"]
+            else:
+                need += ["HMMA", "F2FP.F16.E4M3.UNPACK"] + (["UBLKCP", "SYNCS.PHASECHK"] if ring else [])
             missing = [n for n in need if not has(n)]
-            log(f"{name[:60]:60s} {len(ops):5d} instr, HMMA {sum(o.startswith('HMMA') for o in ops)}"
+            if wgmma and not re.search(r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3 ", body):  # the shape (lower-case x) and operand types
+                missing.append("QGMMA.64xNx32.F32.E4M3.E4M3")
+            mma = "QGMMA" if wgmma else "HMMA"
+            log(f"{name[:60]:60s} {len(ops):5d} instr, {mma} {sum(o.startswith(mma) for o in ops)}"
                 + (f"  MISSING {missing}" if missing else ""))
             if missing:
                 failures.append(f"{name}: no {missing}")
@@ -103,8 +111,9 @@ def main():
             if not has("F2FP.SATFINITE.E4M3"):
                 failures.append(f"{name}: no F2FP.SATFINITE.E4M3")
             log(f"{name[:60]:60s} {len(ops):5d} instr")
-    if counts["gemm"] != 8 or counts["ring"] != 4 or counts["quant"] != 2:
-        failures.append(f"expected 8 register-kernel GEMM instances, 4 ring-kernel ones and 2 quant kernels, found {counts}")
+    if counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 4 or counts["quant"] != 2:
+        failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 4 wgmma-ring ones and 2 quant "
+                        f"kernels, found {counts}")
     for f in failures:
         log("FAIL: " + f)
     log("OK" if not failures else f"{len(failures)} failure(s)")
