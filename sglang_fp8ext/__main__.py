@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--name", help="file stem of the results (default: bench_gpu / bench_cpu)")
     bench.add_argument("--cpu", action="store_true", help="time the CPU ops even if a GPU is present")
     bench.add_argument("--diagnose", action="store_true",
-                       help="GPU (sm_90): also time variants of the fused op (the register kernel where the ring "
-                       "kernel is the default, staging depth, spread clusters, forced k_split, PDL off, and "
+                       help="GPU (sm_90): also time variants of the fused op (the register kernel and the mma.sync ring "
+                       "kernel where the wgmma ring kernel is the default, staging depth, spread clusters, forced k_split, PDL off, and "
                        "diagnostic ones that skip a stage and output garbage) to locate where its time goes")
 
     tune = sub.add_parser(

@@ -36,12 +36,14 @@ UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
 # ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]). Correct outputs:
-# flag 32 = the register kernel where the ring kernel is the default (M <= 16), 8 = its
+# flag 32 = the register kernel where a ring kernel is the default (M <= 16), 256 = the mma.sync
+# ring kernel where the wgmma ring kernel is the default, 8 = the register kernel's
 # registers-only prefetch (no cp.async staging), smem_stages = its staging depth, 64 = spread
 # cluster CTAs over SMs. Garbage outputs (diagnostics): 1 = skip the MMAs, 2 = skip the activation
 # prologue, 4 = skip the epilogue.
 DIAGNOSTIC_CONFIGS = {
     "register_kernel": [0, 0, 0, 0, 32],
+    "mma_sync_ring": [0, 0, 0, 0, 256],
     "register_no_staging": [0, 0, 0, 0, 32 | 8],
     "register_stages_2": [0, 0, 0, 0, 32, 2],
     "register_spread": [0, 0, 0, 0, 32 | 64],

@@ -53,13 +53,14 @@ TABLE_FLAGS = (0, 8)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
 # Heuristic bounds. CUDA: the fused kernel is the fastest FP8 path measured on the H200 up to
-# M = 8 on every shape; from M = 16 cuBLASLt blockwise is faster (docs/perf/h200.json). Above 32
+# M = 16 on every shape (the wgmma ring kernel, 1.33-1.46x faster than cuBLASLt blockwise at
+# M = 16); at M = 32 cuBLASLt is about twice as fast (docs/perf/h200.json at 67bc205). Above 32
 # tokens the fused kernel re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
 # cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``):
 # tools/scaled_mm_probe.py on the H200 found it wrong exactly where K/128 is not a multiple of 4
 # (K = 256: relative errors 0.9 to 160) and within 2e-3 of the float64 reference on every shape
 # with K % 512 == 0 it tried (N 256..8192, K 512..4096, M 1..64).
-CUDA_FUSED_ONLY_MAX_M = 8
+CUDA_FUSED_ONLY_MAX_M = 16
 FUSED_MAX_M = 32
 
 

@@ -12,11 +12,11 @@ fp8_block_linear uses.
 Candidates: the fused kernel with its own plan; the fused kernel forced to k_split in
 {plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2} (config [k_split, 0, 0, blocks_per_sm, 0];
 k_split above K/128 is skipped, a configuration the kernel cannot plan is rejected; for M <= 16
-k_split 1-2 force the ring kernel's cluster, 4-8 fall to the register kernel); the plan without
-the register kernel's staging stage ([0, 0, 0, 0, 8]), with two staging stages
-([0, 0, 0, 0, 0, 2]; the ring kernel does not stage, so this is the register kernel), the register
-kernel where the ring kernel is the default ([0, 0, 0, 0, 32]) and spread clusters
-([0, 0, 0, 0, 64]);
+a forced k_split sizes the wgmma ring kernel's cluster where its plan allows it, else the mma.sync
+ring kernel's (1-2) or the register kernel's); the plan without the register kernel's staging
+stage ([0, 0, 0, 0, 8]), with two staging stages ([0, 0, 0, 0, 0, 2]; for the wgmma ring kernel:
+copies of two K blocks), the register kernel where a ring kernel is the default
+([0, 0, 0, 0, 32]) and spread clusters ([0, 0, 0, 0, 64]);
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.

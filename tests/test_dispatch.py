@@ -88,10 +88,10 @@ def test_heuristic_cpu_fused_at_any_m(fmt):
 
 
 def test_heuristic_cuda_sm90():
-    # eligible shape (N % 128, K % 512, fp32, plain): fused up to 8 tokens, cuBLASLt above
-    for m in (1, 2, 8):
+    # eligible shape (N % 128, K % 512, fp32, plain): fused up to 16 tokens, cuBLASLt above
+    for m in (1, 2, 8, 9, 16):
         assert select(H200, m).path == "fused", m
-    for m in (9, 16, 32, 33, 200):
+    for m in (17, 32, 33, 200):
         assert select(H200, m).path == "scaled_mm", m
     # N = 2112 (a partial last scale block) or K/128 not a multiple of 4 (K = 256, 640: cuBLASLt
     # measured wrong at K = 256): never cuBLASLt; fused up to 32 tokens, unfused above
