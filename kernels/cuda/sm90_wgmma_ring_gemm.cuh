@@ -1,21 +1,21 @@
 // sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 16, plain weights): the ring
-// kernel's stream (the CTA's whole weight share requested through TMA at entry, before the kernel
-// waits for the previous one) with the tensor cores' own FP8 MMA reading both operands from
-// shared memory.
+// kernel's stream (the CTA's whole weight share requested through TMA, every copy into its own
+// slot) with the tensor cores' own FP8 MMA reading both operands from shared memory.
 //
-// Why (docs/sm90.md): the mma.sync ring kernel's timeline on the H200 showed its stream phase at
-// 3.3 µs for 160 KB per SM whether the prologue ran or not, with the bytes already landed: each
-// 2 KB unit cost ~150 warp instructions (shared-memory loads, the e4m3 -> f16 decode, 8 MMAs,
-// the scaling). Here a 64-row x 128-K block is 4 wgmma instructions per warpgroup, no operand
-// passes through registers, and the activations stay e4m3:
-//  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each, it
+// Why (docs/sm90.md): the mma.sync ring kernel's stream phase took 3.3 us for 160 KB per SM
+// whether its prologue ran or not: each 2 KB unit cost ~150 warp instructions (shared-memory
+// loads, the e4m3 -> f16 decode, 8 MMAs, the scaling). Here a 64-row x 128-K block is 4 wgmma
+// instructions per warpgroup, no operand passes through registers, and the activations stay e4m3:
+//  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each it
 //    waits for the block's chunk, then for every 64-row window of the CTA's tiles issues
-//    m64nNk32 x 4 into a fresh fp32 P (SPEC §3.4's per-block product), and scales P into its
-//    accumulators one block later (two P sets alternate, so the tensor cores work on the next
-//    block while the previous one is scaled; the sum is still in block order);
+//    m64nNk32 x 4 into a fresh fp32 P (SPEC §3.4's per-block product); once all its blocks are
+//    issued it waits once and adds each P * (xs * ws) to its accumulators in block order;
 //  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
-//    rows is moved back to overlap its predecessor (the plan gives every CTA >= 4 tiles);
+//    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles);
+//  * start-up order (each measured on the H200): the block scales into registers before any
+//    copy, half the copies at entry, the other half once the first activation loads are in
+//    flight (a CTA's activation loads queue behind the copies it has requested);
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k.
