@@ -49,16 +49,35 @@ __device__ __forceinline__ void ss_n80(float (&d)[40], uint64_t a, uint64_t b) {
 constexpr int kSmem = 160 * 1024;
 constexpr int kPerGroup = 8;  // instructions per commit group
 
+// Small finite e4m3 bytes everywhere, visible to the async proxy (wgmma).
+__device__ void fill_shared(uint8_t* smem) {
+  for (int i = threadIdx.x; i < kSmem / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x30303030u ^ (i * 2654435761u & 0x07070707u);
+  __syncthreads();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+}
+
+// The CTA's cycles and nanoseconds since (t0, n0); the accumulators feed a store that never
+// happens, so that the MMAs are not removed.
+__device__ void record(long long t0, long long n0, const float (&d)[40], long long* cycles, float* sink) {
+  __syncthreads();
+  const long long t1 = clock64(), n1 = timer_ns();
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = t1 - t0;
+    cycles[512 + blockIdx.x] = n1 - n0;
+  }
+  float s = 0;
+  for (int i = 0; i < 40; ++i) s += d[i];
+  if (s == 12345.f) sink[threadIdx.x] = s;
+}
+
 // MODE 0: SS n8, 1: SS n16, 3: SS n80 (tokens as A); RS n8 is rate_rs below.
 // PIPE: groups in flight before waiting (0: wait after every group).
 template <int MODE, int PIPE>
 __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  for (int i = threadIdx.x; i < kSmem / 4; i += blockDim.x)
-    reinterpret_cast<uint32_t*>(smem)[i] = 0x30303030u ^ (i * 2654435761u & 0x07070707u);  // small finite e4m3
-  __syncthreads();
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
+  fill_shared(smem);
   const int wg = threadIdx.x / 128;
   float d[40];
   for (int i = 0; i < 40; ++i) d[i] = 0.f;
@@ -82,26 +101,14 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
     }
     wait<0>();
   }
-  __syncthreads();
-  long long t1 = clock64(), n1 = timer_ns();
-  if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = t1 - t0;
-    cycles[512 + blockIdx.x] = n1 - n0;
-  }
-  float s = 0;
-  for (int i = 0; i < 40; ++i) s += d[i];
-  if (s == 12345.f) sink[threadIdx.x] = s;
+  record(t0, n0, d, cycles, sink);
 }
 
 // RS n8: A fragments from registers (loaded from shared memory by each thread, 16 bytes per k step).
 template <int PIPE>
 __global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  for (int i = threadIdx.x; i < kSmem / 4; i += blockDim.x)
-    reinterpret_cast<uint32_t*>(smem)[i] = 0x30303030u ^ (i * 2654435761u & 0x07070707u);
-  __syncthreads();
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
+  fill_shared(smem);
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   float d[40];
   for (int i = 0; i < 40; ++i) d[i] = 0.f;
@@ -125,15 +132,7 @@ __global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, lo
     }
     wait<0>();
   }
-  __syncthreads();
-  long long t1 = clock64(), n1 = timer_ns();
-  if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = t1 - t0;
-    cycles[512 + blockIdx.x] = n1 - n0;
-  }
-  float s = 0;
-  for (int i = 0; i < 40; ++i) s += d[i];
-  if (s == 12345.f) sink[threadIdx.x] = s;
+  record(t0, n0, d, cycles, sink);
 }
 
 template <typename K>

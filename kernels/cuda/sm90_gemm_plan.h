@@ -64,6 +64,25 @@ inline int token_tiles_for(int64_t M) { return M >= 32 ? 4 : int(ceil_div(M < 1 
 
 // max_clusters(S, smem): clusters of S CTAs with smem bytes each that can be resident at once
 // (cudaOccupancyMaxActiveClusters); return a large number for "no limit".
+//
+// Every plan keeps its grid to one resident wave: `groups` clusters of S CTAs over T row tiles,
+// shrunk to the clusters that fit at once, and `tiles` = the most tiles a CTA then owns. False
+// where nothing fits (`fits(tiles)`: the plan's own limits, shared memory among them).
+template <typename Fits, typename SmemFor, typename MaxClusters>
+bool fit_one_wave(int64_t T, int S, int64_t& groups, int64_t& tiles, Fits&& fits, SmemFor&& smem_for,
+                  MaxClusters&& max_clusters) {
+  tiles = ceil_div(T, groups);
+  if (!fits(tiles)) return false;
+  const int64_t resident = max_clusters(S, smem_for(tiles));
+  if (groups > resident) {
+    groups = resident;
+    if (groups < 1) return false;
+    tiles = ceil_div(T, groups);
+    if (!fits(tiles)) return false;
+  }
+  return true;
+}
+
 template <typename MaxClusters>
 GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t max_smem,
                                 const GemmConfig& config, MaxClusters&& max_clusters) {
@@ -82,17 +101,10 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
     for (int wk : {8, 4, 2, 1}) {
       if (config.warps && wk != config.warps) continue;
       const int wt = kWarpsPerCta / wk;
-      int64_t g = groups;
-      int64_t tiles = ceil_div(T, g);
+      int64_t g = groups, tiles = 0;
       auto smem_for = [&](int64_t t) { return GemmSmemLayout(int(blocks), token_tiles, int(t), wk, S).total; };
-      if (smem_for(tiles) > max_smem) continue;
-      const int64_t resident = max_clusters(S, smem_for(tiles));  // keep the grid to one resident wave
-      if (g > resident) {
-        g = resident;
-        if (g < 1) continue;
-        tiles = ceil_div(T, g);
-        if (smem_for(tiles) > max_smem) continue;
-      }
+      if (!fit_one_wave(T, S, g, tiles, [&](int64_t t) { return smem_for(t) <= max_smem; }, smem_for, max_clusters))
+        continue;
       const int64_t smem = smem_for(tiles);
       const int64_t warp_units = ceil_div(tiles, wt) * ceil_div(blocks, wk);
       const int64_t round_trips = ceil_div(tokens * blocks, kGroupsPerRoundTrip);
@@ -161,15 +173,9 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
       const GemmSmemLayout base(int(blocks), token_tiles, int(tiles), kWarpsPerCta, S);
       return RingSmemLayout(base, int(blocks), int(tiles)).total;
     };
-    int64_t tiles = ceil_div(T, groups);
-    if (smem_for(tiles) > max_smem) continue;
-    const int64_t resident = max_clusters(S, smem_for(tiles));  // one resident wave
-    if (groups > resident) {
-      groups = resident;
-      if (groups < 1) continue;
-      tiles = ceil_div(T, groups);
-      if (smem_for(tiles) > max_smem) continue;
-    }
+    int64_t tiles = 0;
+    if (!fit_one_wave(T, S, groups, tiles, [&](int64_t t) { return smem_for(t) <= max_smem; }, smem_for, max_clusters))
+      continue;
     // the busiest consumer warp: two groups of kWarpsPerCta warps take alternate tiles
     const int64_t warp_units = ceil_div(tiles, 2) * ceil_div(blocks, kWarpsPerCta);
     const double cost = double(warp_units) * kWarpsPerCta * 2048 +
@@ -220,15 +226,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     auto smem_for = [&](int64_t tiles) {
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles)).total;
     };
-    int64_t tiles = ceil_div(T, groups);
-    if (tiles > int64_t(kWindowTiles) * kMaxWindows || smem_for(tiles) > max_smem) continue;
-    const int64_t resident = max_clusters(S, smem_for(tiles));  // one resident wave
-    if (groups > resident) {
-      groups = resident;
-      if (groups < 1) continue;
-      tiles = ceil_div(T, groups);
-      if (tiles > int64_t(kWindowTiles) * kMaxWindows || smem_for(tiles) > max_smem) continue;
-    }
+    int64_t tiles = 0;
+    auto fits = [&](int64_t t) { return t <= int64_t(kWindowTiles) * kMaxWindows && smem_for(t) <= max_smem; };
+    if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, max_clusters)) continue;
     const double cost = double(tiles) * double(blocks) * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
     if (best.cost < 0 || cost < best.cost) {
