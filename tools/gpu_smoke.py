@@ -92,14 +92,14 @@ def main():
                 out_s = fx.smallm_gemm(xd, shuffled, wsd, True, bd)
                 # Shuffled weights take the kernel that flag 256 forces for plain ones (the wgmma
                 # ring kernel reads plain weights only): the same bits.
-                plain_same_kernel = torch.ops.sgl_fp8._smallm_gemm_configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 256])
+                configured = torch.ops.sgl_fp8._smallm_gemm_configured
+                plain_same_kernel = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 256])
                 check(f"  shuffled == plain (flag 256)", torch.equal(out_s, plain_same_kernel))
                 out2 = fx.smallm_gemm(xd, wd, wsd, False, bd)
                 check(f"  reproducible", torch.equal(out2, out))
                 # The ring kernel (default for M <= 16 where it fits) ignores the register kernel's
                 # staging flag; the register kernel (flag 32) keeps its accumulation order with or
                 # without its cp.async staging, at every depth: bitwise equal outputs.
-                configured = torch.ops.sgl_fp8._smallm_gemm_configured
                 check(f"  flag 8 (register staging off) == default",
                       torch.equal(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 8]), out))
                 out_r = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 32])

@@ -72,7 +72,8 @@ __device__ void record(long long t0, long long n0, const float (&d)[40], long lo
   if (s == 12345.f) sink[threadIdx.x] = s;
 }
 
-// MODE 0: SS n8, 1: SS n16, 3: SS n80 (tokens as A); RS n8 is rate_rs below.
+// MODE 0: SS n8, 1: SS n16, 2: RS n8 (A fragments from registers, loaded from shared memory by
+// the threads, 16 bytes per k step), 3: SS n80 (tokens as A).
 // PIPE: groups in flight before waiting (0: wait after every group).
 template <int MODE, int PIPE>
 __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long long* cycles, float* sink) {
@@ -85,6 +86,13 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
   long long t0 = clock64(), n0 = timer_ns();
   if (wg < warpgroups) {
     for (int r = 0; r < rounds; ++r) {
+      uint4 av[kPerGroup];
+      if constexpr (MODE == 2) {
+#pragma unroll
+        for (int j = 0; j < kPerGroup; ++j)
+          av[j] = *reinterpret_cast<const uint4*>(
+              smem + ((r * kPerGroup + j) * 8192 + wg * 2048 + (threadIdx.x % 128) * 16) % (128 * 1024));
+      }
       fence();
 #pragma unroll
       for (int j = 0; j < kPerGroup; ++j) {
@@ -93,38 +101,8 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
         const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (r & 7);
         if constexpr (MODE == 0) ss_n8(d, desc_sw128(a), desc_sw128(b));
         if constexpr (MODE == 1) ss_n16(d, desc_sw128(a), desc_sw128(b));
+        if constexpr (MODE == 2) rs_n8(d, av[j], desc_sw128(b));
         if constexpr (MODE == 3) ss_n80(d, desc_sw128(b), desc_sw128(a));
-      }
-      commit();
-      if constexpr (PIPE == 0) wait<0>();
-      else wait<PIPE>();
-    }
-    wait<0>();
-  }
-  record(t0, n0, d, cycles, sink);
-}
-
-// RS n8: A fragments from registers (loaded from shared memory by each thread, 16 bytes per k step).
-template <int PIPE>
-__global__ void __launch_bounds__(512, 1) rate_rs(int rounds, int warpgroups, long long* cycles, float* sink) {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  fill_shared(smem);
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-  float d[40];
-  for (int i = 0; i < 40; ++i) d[i] = 0.f;
-  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
-  long long t0 = clock64(), n0 = timer_ns();
-  if (wg < warpgroups) {
-    for (int r = 0; r < rounds; ++r) {
-      uint4 av[kPerGroup];
-#pragma unroll
-      for (int j = 0; j < kPerGroup; ++j)
-        av[j] = *reinterpret_cast<const uint4*>(smem + ((r * kPerGroup + j) * 8192 + wg * 2048 + t * 16) % (128 * 1024));
-      fence();
-#pragma unroll
-      for (int j = 0; j < kPerGroup; ++j) {
-        const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (r & 7);
-        rs_n8(d, av[j], desc_sw128(b));
       }
       commit();
       if constexpr (PIPE == 0) wait<0>();
@@ -193,8 +171,8 @@ int main() {
     run("SS m64n8k32, 2 groups in flight", rate<0, 1>, wgs, cycles, sink, sms);
     run("SS m64n16k32, wait each group", rate<1, 0>, wgs, cycles, sink, sms);
     run("SS m64n16k32, 2 groups in flight", rate<1, 1>, wgs, cycles, sink, sms);
-    run("RS m64n8k32, wait each group", rate_rs<0>, wgs, cycles, sink, sms);
-    run("RS m64n8k32, 2 groups in flight", rate_rs<1>, wgs, cycles, sink, sms);
+    run("RS m64n8k32, wait each group", rate<2, 0>, wgs, cycles, sink, sms);
+    run("RS m64n8k32, 2 groups in flight", rate<2, 1>, wgs, cycles, sink, sms);
     run("SS m64n80k32 (tokens as A), wait", rate<3, 0>, wgs, cycles, sink, sms);
     run("SS m64n80k32 (tokens as A), 2 in flight", rate<3, 1>, wgs, cycles, sink, sms);
   }
