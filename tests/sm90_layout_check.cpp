@@ -327,7 +327,7 @@ static void check_wgmma_ring() {
         }
   // Activations: token `token` of block lb is row lb * token_pad + token of the B operand (K-major,
   // 128-byte swizzle); every byte of the region exactly once.
-  for (int token_pad : {8, 16})
+  for (int token_pad : {8, 16, 32})
     for (int nblocks : {1, 7, 16}) {
       std::vector<int> seen(size_t(nblocks) * token_pad * 128, 0);
       for (int lb = 0; lb < nblocks; ++lb)
@@ -340,8 +340,10 @@ static void check_wgmma_ring() {
           }
       for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == 1, "act fp8 coverage at %zu", i);
     }
-  // Windows: for 4..8 tiles, every window lies inside the CTA's tiles and every tile is parked
+  // Windows: for 4..12 tiles, every window lies inside the CTA's tiles and every tile is parked
   // exactly once (by the window that owns it: tile >= 4 w).
+  CHECK(wgmma_max_windows(1) == 2 && wgmma_max_windows(2) == 2 && wgmma_max_windows(4) == kMaxWindows,
+        "windows per instance");
   for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * kMaxWindows; ++ntiles) {
     const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;
     std::vector<int> parked(size_t(ntiles), 0);
@@ -353,27 +355,39 @@ static void check_wgmma_ring() {
     }
     for (int t = 0; t < ntiles; ++t) CHECK(parked[size_t(t)] == 1, "tile %d of %d parked %d times", t, ntiles, parked[size_t(t)]);
   }
-  // Plans: every SPEC §6 shape takes the wgmma ring kernel at M <= 16 with plain weights, never
-  // with shuffled ones or above 16 tokens; each CTA has 4..8 tiles, the grid is one wave, the
-  // partition covers every (tile, block) once, and the chunks cover the CTA's blocks.
+  // Plans: every SPEC §6 shape takes the wgmma ring kernel at M <= 32 with plain weights, never
+  // with shuffled ones or above 32 tokens; each CTA has 4 .. 4 x wgmma_max_windows tiles, the grid
+  // is one wave, the partition covers every (tile, block) once, the chunks cover the CTA's blocks,
+  // and the partials parked over the ring fit in its region.
   const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
                                  {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
   for (const auto& s : shapes)
     for (bool shuffled : {false, true})
-      for (long long M : {1LL, 5LL, 8LL, 9LL, 16LL, 17LL, 32LL}) {
+      for (long long M : {1LL, 5LL, 8LL, 9LL, 16LL, 17LL, 24LL, 25LL, 32LL, 33LL, 64LL}) {
         const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
         const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, GemmConfig{}, max_clusters);
-        if (shuffled || M > 16 || T < kWindowTiles) {
+        if (shuffled || M > 32 || T < kWindowTiles) {
           CHECK(plan.cost < 0 && !plan.wgmma, "wgmma plan where it cannot run: N=%lld shuffled=%d M=%lld", N, shuffled, M);
           continue;
         }
         if (N >= 1024) CHECK(plan.wgmma, "no wgmma plan for N=%lld K=%lld M=%lld", N, K, M);
         if (!plan.wgmma) continue;
+        CHECK(plan.token_tiles == (M <= 8 ? 1 : M <= 16 ? 2 : 4), "wgmma token tiles %d at M=%lld", plan.token_tiles, M);
+        CHECK(plan.max_tiles_per_cta <= kWindowTiles * wgmma_max_windows(plan.token_tiles), "wgmma tiles %d at M=%lld",
+              plan.max_tiles_per_cta, M);
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                          plan.chunk_blocks);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 1024 == 0,
               "wgmma alignment");
+        const long long ring_bytes = (long long)layout.chunks * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK;
+        const long long red_bytes = (long long)plan.max_tiles_per_cta * kWgmmaWarpGroups * kTileRows * plan.token_tiles * 8 * 4;
+        CHECK(layout.red_offset == layout.ring_offset && layout.barrier_offset - layout.ring_offset >= ring_bytes &&
+                  layout.barrier_offset - layout.ring_offset >= red_bytes && layout.inbox_offset >= layout.xs_offset &&
+                  layout.ring_offset >= layout.inbox_offset + (long long)((plan.max_tiles_per_cta + plan.k_split - 1) /
+                                                                          plan.k_split) * plan.k_split * kTileRows *
+                                                                 plan.token_tiles * 8 * 4,
+              "wgmma regions overlap");
         CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
         CHECK(plan.row_groups * plan.k_split <= 132, "wgmma grid %d x %d", plan.row_groups, plan.k_split);
         CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");

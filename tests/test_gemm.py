@@ -142,9 +142,10 @@ def test_gemm_m0(device, fmt, dt):
 
 def _plain_by_shuffled_kernel(xd, wd, wsd, b):
     """The plain weight read by the kernel that reads shuffled weights. On sm_90 plain weights take
-    the wgmma ring kernel up to 16 tokens (it reads plain weights only) and shuffled ones the
-    mma.sync ring kernel, which config flag 256 forces for plain ones too; elsewhere the flag
-    means nothing and both layouts share their kernels."""
+    the wgmma ring kernel up to 32 tokens (it reads plain weights only) and shuffled ones the
+    mma.sync ring kernel up to 16 tokens and the register kernel above; config flag 256 forces the
+    same choice for plain ones. Elsewhere the flag means nothing and both layouts share their
+    kernels."""
     return torch.ops.sgl_fp8._smallm_gemm_configured(xd, wd, wsd, False, b, [0, 0, 0, 0, 256])
 
 

@@ -117,7 +117,7 @@ for step in "$@"; do
       ;;
     wgprobe)
       say "tools/wgmma_probe.py (where a GEMM output goes wrong)"
-      timeout 120 $PY tools/wgmma_probe.py >"$OUT/wgmma_probe.txt" 2>&1; echo "rc=$?"; tail -30 "$OUT/wgmma_probe.txt"
+      timeout 120 $PY tools/wgmma_probe.py --ms "${SGL_FP8_PROBE_MS:-1,5,8,16,20,32}" >"$OUT/wgmma_probe.txt" 2>&1; echo "rc=$?"; tail -30 "$OUT/wgmma_probe.txt"
       grep -q "probe: 0 bad" "$OUT/wgmma_probe.txt" || { echo "probe failed: stopping"; break; }
       ;;
     probe)

@@ -143,9 +143,15 @@ struct RingSmemLayout {
 // The blocks travel in chunks of chunk_blocks blocks, one tensor copy (box: 128 bytes x the CTA's
 // rows x chunk_blocks) and one "full" mbarrier per chunk, every chunk requested at entry.
 constexpr int kWindowTiles = 4;   // wgmma's 64 rows
-constexpr int kMaxWindows = 2;    // up to 8 tiles (128 rows) per CTA
+constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_max_windows)
+constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
+// Windows a CTA may have: each costs the thread 4 x token_tiles accumulator registers, plus as
+// many for every block in flight. Up to 16 tokens the plans stay at 2 (8 tiles, as measured in
+// session 5); 32 tokens need 3 so that a K split of 4 (whose activations fit beside the ring) has
+// a CTA's 9-10 tiles of the large shapes.
+SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles) { return token_tiles > 2 ? 3 : 2; }
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
-constexpr int kMaxWgBlocks = 4;      // blocks a warpgroup issues before it waits (16 per CTA)
+constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
 // First tile of window w: windows are 4 tiles wide and never pass the CTA's last tile, so the
@@ -171,9 +177,13 @@ SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
 }
 
 // [activations e4m3 [block][token][128], 1024-aligned][activation scales fp32 [block][token]]
-// [warpgroup partials fp32 [tile][warpgroup][16][token]][inbox fp32 [owned tile][rank][16][token]]
+// [inbox fp32 [owned tile][rank][16][token]]
 // [ring, 1024-aligned: chunks x chunk_blocks blocks x max_tiles x 16 rows x 128][one mbarrier per chunk]
 // [block scales as loaded [tile][block]]
+// The warpgroup partials (fp32 [tile][warpgroup][16][token]) are parked over the ring once every
+// chunk has landed and been read (32 tokens: 80 KB for 10 tiles, which would not fit beside it);
+// the region is the larger of the two. The inbox stays apart: cluster peers write it while this
+// CTA may still be reading its ring.
 struct WgmmaRingSmemLayout {
   int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, scale_offset, total;
   int chunks;
@@ -182,11 +192,13 @@ struct WgmmaRingSmemLayout {
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
     xs_offset = int64_t(max_blocks) * token_pad * kBlockK;
-    red_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
-    inbox_offset = red_offset + int64_t(max_tiles) * kWgmmaWarpGroups * kTileRows * token_pad * 4;
+    inbox_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
     const int64_t inbox_end = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
     ring_offset = (inbox_end + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
-    barrier_offset = ring_offset + int64_t(chunks) * chunk_blocks * max_tiles * kTileRows * kBlockK;
+    red_offset = ring_offset;
+    const int64_t ring_bytes = int64_t(chunks) * chunk_blocks * max_tiles * kTileRows * kBlockK;
+    const int64_t red_bytes = int64_t(max_tiles) * kWgmmaWarpGroups * kTileRows * token_pad * 4;
+    barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     scale_offset = barrier_offset + int64_t(chunks) * 8;
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }

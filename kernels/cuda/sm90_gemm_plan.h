@@ -198,18 +198,25 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
   return best;
 }
 
-// wgmma ring kernel (M <= 16, plain weights): one CTA of 4 warpgroups per SM, clusters of up to 8
+// wgmma ring kernel (M <= 32, plain weights): one CTA of 4 warpgroups per SM, clusters of up to 8
 // CTAs splitting K. Its MMAs take 64-row windows of the CTA's tiles, so every CTA needs >= 4
-// tiles (row_groups <= T / 4) and at most kMaxWindows windows; like the ring kernel, all of the
-// CTA's weight is requested at entry (every chunk has its own slot). The cost is the weight bytes
-// of the busiest CTA (its MMAs hide behind the stream), the activation bytes it quantizes and the
-// cluster's cost. Returns cost < 0 where it does not apply.
+// tiles (row_groups <= T / 4) and at most wgmma_max_windows windows; like the ring kernel, all of
+// the CTA's weight is requested at entry (every chunk has its own slot). The cost is the weight
+// bytes of the busiest CTA (its MMAs hide behind the stream), the activation bytes it quantizes
+// and the cluster's cost. Returns cost < 0 where it does not apply.
+// Token tiles of the wgmma instances: n8, n16 or n32 (17-24 tokens take n32, padded).
+inline int wgmma_token_tiles(int64_t M) {
+  const int t = token_tiles_for(M);
+  return t > 2 ? kMaxWgmmaTokenTiles : t;
+}
+
 template <typename MaxClusters>
 GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
                               const GemmConfig& config, MaxClusters&& max_clusters) {
   GemmPlan best;
-  const int token_tiles = token_tiles_for(M);
-  if (shuffled || token_tiles > kMaxRingTokenTiles) return best;
+  if (shuffled || M > kMaxWgmmaTokenTiles * 8) return best;
+  const int token_tiles = wgmma_token_tiles(M);
+  const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles);
   const int64_t T = N / 16, KB = K / 128;
   const int64_t tokens = M < 1 ? 1 : M;
   for (int S = 1; S <= kMaxClusterSize; ++S) {
@@ -227,7 +234,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles)).total;
     };
     int64_t tiles = 0;
-    auto fits = [&](int64_t t) { return t <= int64_t(kWindowTiles) * kMaxWindows && smem_for(t) <= max_smem; };
+    auto fits = [&](int64_t t) { return t <= max_tiles && smem_for(t) <= max_smem; };
     if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, max_clusters)) continue;
     const double cost = double(tiles) * double(blocks) * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];

@@ -44,9 +44,14 @@ GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
+// token_tiles: sm90::wgmma_token_tiles (1, 2 or 4).
 template <bool PREQUANT>
 GemmKernel wgmma_ring_instance(int token_tiles) {
-  return token_tiles <= 1 ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT> : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
+  switch (token_tiles) {
+    case 1: return sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
+    case 2: return sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
+    default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
+  }
 }
 
 struct DeviceFacts {
@@ -179,16 +184,18 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   const bool prequant = p.x_type == ElemType::kE4M3;
   const int token_tiles = sm90::token_tiles_for(p.M);
   // Clusters are placed within GPCs, so not every SM count divides into clusters: the plans ask
-  // how many fit at once and keep the grid to one resident wave. A ring kernel serves M <= 16
-  // unless the config asks for the register kernel: the wgmma one where its plan applies (plain
-  // weights, >= 4 tiles per CTA) and the driver encodes its tensor maps, else the mma.sync one.
+  // how many fit at once and keep the grid to one resident wave. Unless the config asks for the
+  // register kernel, the wgmma ring kernel serves M <= 32 where its plan applies (plain weights,
+  // >= 4 tiles per CTA, the CTA's weight and activations fit) and the driver encodes its tensor
+  // maps; else the mma.sync ring kernel serves M <= 16.
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
-  if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) && token_tiles <= sm90::kMaxRingTokenTiles &&
-      !p.w_shuffled) {
-    kernel = prequant ? wgmma_ring_instance<true>(token_tiles) : wgmma_ring_instance<false>(token_tiles);
+  if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
+      p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
+    const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
+    kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles) : wgmma_ring_instance<false>(wgmma_tiles);
     threads = sm90::kRingThreads;
     if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
     plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, p.config,

@@ -177,6 +177,16 @@ __device__ __forceinline__ void wgmma_m64n16k32_e4m3(float4& d0, float4& d1, uin
       : "+f"(d0.x), "+f"(d0.y), "+f"(d0.z), "+f"(d0.w), "+f"(d1.x), "+f"(d1.y), "+f"(d1.z), "+f"(d1.w)
       : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)));
 }
+// The same over 32 tokens: d[j] holds columns [8j, 8j + 8).
+__device__ __forceinline__ void wgmma_m64n32k32_e4m3(float4 (&d)[4], uint64_t a_desc, uint64_t b_desc, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0].x), "+f"(d[0].y), "+f"(d[0].z), "+f"(d[0].w), "+f"(d[1].x), "+f"(d[1].y), "+f"(d[1].z), "+f"(d[1].w),
+        "+f"(d[2].x), "+f"(d[2].y), "+f"(d[2].z), "+f"(d[2].w), "+f"(d[3].x), "+f"(d[3].y), "+f"(d[3].z), "+f"(d[3].w)
+      : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)));
+}
 
 // Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.
 __device__ __forceinline__ unsigned long long global_timer_ns() {

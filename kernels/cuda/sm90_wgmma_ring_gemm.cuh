@@ -34,7 +34,7 @@ namespace sgl_fp8::sm90 {
 template <int TOKEN_TILES, int WINDOWS>
 __device__ __forceinline__ void wgmma_block(float4 (&P)[WINDOWS][TOKEN_TILES], uint32_t a_block, uint32_t b_block,
                                             int ntiles) {
-  static_assert(TOKEN_TILES == 1 || TOKEN_TILES == 2, "m64n8 or m64n16");
+  static_assert(TOKEN_TILES == 1 || TOKEN_TILES == 2 || TOKEN_TILES == 4, "m64n8, m64n16 or m64n32");
   wgmma_fence();
 #pragma unroll
   for (int w = 0; w < WINDOWS; ++w) {
@@ -45,18 +45,29 @@ __device__ __forceinline__ void wgmma_block(float4 (&P)[WINDOWS][TOKEN_TILES], u
       const uint64_t db = smem_descriptor_sw128(b_block + 32 * ks);
       if constexpr (TOKEN_TILES == 1)
         wgmma_m64n8k32_e4m3(P[w][0], da, db, ks > 0);
-      else
+      else if constexpr (TOKEN_TILES == 2)
         wgmma_m64n16k32_e4m3(P[w][0], P[w][1], da, db, ks > 0);
+      else
+        wgmma_m64n32k32_e4m3(P[w], da, db, ks > 0);
     }
   }
   wgmma_commit();
 }
 
+// Blocks a warpgroup issues before it waits, each into its own P of windows x token_tiles x 4
+// registers. Up to 16 tokens P may take 64 registers (4 blocks, as measured in session 5); at 32
+// tokens 48 (3, 1 or 1 blocks for 1, 2 or 3 windows): with 64 the pre-quantized instance spilled.
+constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
+  const int blocks = (token_tiles > 2 ? 12 : 16) / (windows * token_tiles);
+  return blocks < kMaxWgBlocks ? blocks : kMaxWgBlocks;
+}
+
 template <int TOKEN_TILES, bool PREQUANT>
 __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
-  static_assert(TOKEN_TILES <= kMaxRingTokenTiles, "the ring kernel serves one chunk of <= 16 tokens");
+  static_assert(TOKEN_TILES <= kMaxWgmmaTokenTiles, "the wgmma ring kernel serves one chunk of <= 32 tokens");
   static_assert(kRingThreads == kWgmmaWarpGroups * 128, "4 warpgroups");
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES);
   extern __shared__ __align__(kRingStageAlign) uint8_t wgmma_kernel_smem[];
   uint8_t* smem = wgmma_kernel_smem;
 
@@ -74,7 +85,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
-  float* red = reinterpret_cast<float*>(smem + layout.red_offset);
+  float* red = reinterpret_cast<float*>(smem + layout.red_offset);  // over the ring, once it is read
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
   const uint32_t act_address = shared_address(smem);
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
@@ -159,82 +170,95 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + 4, ...
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
-  float4 acc[kMaxWindows][TOKEN_TILES];
-#pragma unroll
-  for (int w = 0; w < kMaxWindows; ++w)
-#pragma unroll
-    for (int t = 0; t < TOKEN_TILES; ++t) acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
-  // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
-  auto apply = [&](int lb, const auto& P, auto windows) {
-#pragma unroll
-    for (int w = 0; w < decltype(windows)::value; ++w) {
-      const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
-#pragma unroll
-      for (int t = 0; t < TOKEN_TILES; ++t) {
-        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-        acc[w][t].x += P[w][t].x * f0;
-        acc[w][t].y += P[w][t].y * f1;
-        acc[w][t].z += P[w][t].z * f0;
-        acc[w][t].w += P[w][t].w * f1;
-      }
-    }
-  };
   auto a_block = [&](int lb) { return ring_address + uint32_t(lb * rows * kBlockK); };
   auto b_block = [&](int lb) { return act_address + uint32_t(lb * kTokenPad * kBlockK); };
+  auto record_loop = [&] {
+    if (timeline && threadIdx.x == 0) {
+      const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
+      const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
+      timeline_word(a, kTimelineSlots - 1,
+                    sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
+                        (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
+    }
+  };
   // Where every warpgroup has the same number (<= kMaxWgBlocks) of blocks (nblocks % 4 == 0, all
-  // the shapes of SPEC §6), a warpgroup issues the MMAs of all its blocks, each into its own P,
-  // before it waits once: a wgmma group's latency (a few hundred cycles) is paid once, not per
-  // block. The sum is still taken in block order. The condition is uniform over the CTA (ptxas
-  // serializes wgmma under a branch it cannot prove uniform).
+  // the shapes of SPEC §6), a warpgroup issues the MMAs of up to wgmma_blocks_per_wait of its
+  // blocks, each into its own P, before it waits: a wgmma group's latency (a few hundred cycles)
+  // is paid once per round, not per block (one round up to 16 tokens). The sum is still taken in
+  // block order. The conditions are uniform over the CTA (ptxas serializes wgmma under a branch
+  // it cannot prove uniform). The accumulators are sized by the compile-time window count, so
+  // that an instance's registers hold only the windows it uses.
   const int per_wg = nblocks % kWgmmaWarpGroups == 0 ? nblocks / kWgmmaWarpGroups : 0;
-  auto stream_blocks = [&](auto windows) {
+  auto stream_and_park = [&](auto windows) {
     constexpr int kWindows = decltype(windows)::value;
-    if (per_wg > 0 && per_wg <= kMaxWgBlocks) {
-      float4 P[kMaxWgBlocks][kWindows][TOKEN_TILES];
+    constexpr int kPerWait = wgmma_blocks_per_wait(kWindows, TOKEN_TILES);
+    float4 acc[kWindows][TOKEN_TILES];
 #pragma unroll
-      for (int i = 0; i < kMaxWgBlocks; ++i) {
-        if (i < per_wg) {
-          const int lb = wg + kWgmmaWarpGroups * i;
-          mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
-          wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
+    for (int w = 0; w < kWindows; ++w)
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+    // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
+    auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
+#pragma unroll
+      for (int w = 0; w < kWindows; ++w) {
+        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
+#pragma unroll
+        for (int t = 0; t < TOKEN_TILES; ++t) {
+          const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
+          const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+          acc[w][t].x += P[w][t].x * f0;
+          acc[w][t].y += P[w][t].y * f1;
+          acc[w][t].z += P[w][t].z * f0;
+          acc[w][t].w += P[w][t].w * f1;
         }
       }
-      wgmma_wait<0>();
+    };
+    if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
+      for (int c = 0; c < chunks; ++c) mbarrier_wait(full + 8 * c, 0);
+    } else if (per_wg > 0 && per_wg <= kMaxWgBlocks) {
+      for (int first = 0; first < per_wg; first += kPerWait) {
+        float4 P[kPerWait][kWindows][TOKEN_TILES];
 #pragma unroll
-      for (int i = 0; i < kMaxWgBlocks; ++i)
-        if (i < per_wg) apply(wg + kWgmmaWarpGroups * i, P[i], windows);
+        for (int i = 0; i < kPerWait; ++i) {
+          if (first + i < per_wg) {
+            const int lb = wg + kWgmmaWarpGroups * (first + i);
+            mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
+            wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
+          }
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < kPerWait; ++i)
+          if (first + i < per_wg) apply(wg + kWgmmaWarpGroups * (first + i), P[i]);
+      }
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
       for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
         mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);
         wgmma_block<TOKEN_TILES, kWindows>(P, a_block(lb), b_block(lb), ntiles);
         wgmma_wait<0>();
-        apply(lb, P, windows);
+        apply(lb, P);
       }
     }
-  };
-  const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 or 2 (the plan)
-  if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
-    for (int c = 0; c < chunks; ++c) mbarrier_wait(full + 8 * c, 0);
-  } else if (windows == 1) {
-    stream_blocks(std::integral_constant<int, 1>{});
-  } else {
-    stream_blocks(std::integral_constant<int, 2>{});
-  }
-  if (timeline && threadIdx.x == 0) {
-    const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
-    const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
-    timeline_word(a, kTimelineSlots - 1,
-                  sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
-                      (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
-  }
-  // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
-  // overlaps its predecessor owns only the tiles past it.
+    record_loop();
+    // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
+    // overlaps its predecessor owns only the tiles past it. The partials go over the ring: every
+    // chunk has landed (each was waited for by a warpgroup that reads it) and every wgmma that
+    // read it has completed (wgmma_wait<0> of each warpgroup) once all threads pass this barrier.
+    __syncthreads();
 #pragma unroll
-  for (int w = 0; w < kMaxWindows; ++w) {
-    const int tile = wgmma_window_tile(w, ntiles) + wq;
-    if (w < windows && tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
+    for (int w = 0; w < kWindows; ++w) {
+      const int tile = wgmma_window_tile(w, ntiles) + wq;
+      if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
+    }
+  };
+  const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
+  if (windows == 1) {
+    stream_and_park(std::integral_constant<int, 1>{});
+  } else if (kMaxWin == 2 || windows == 2) {
+    stream_and_park(std::integral_constant<int, 2>{});
+  } else {
+    if constexpr (kMaxWin >= 3) stream_and_park(std::integral_constant<int, 3>{});
   }
   __syncthreads();
   timeline_stamp(a, 4);
