@@ -437,7 +437,8 @@ __device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TI
 // (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
 // add the bias, round and store. Every thread of the CTA calls it (the barriers); only the
 // kGemmThreads `worker` threads move data. The caller has synchronized the CTA and, for
-// clusters, arrived on the cluster barrier at entry.
+// clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
+// its inbox lies over its activations).
 template <int TOKEN_TILES>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
@@ -445,7 +446,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   namespace cg = cooperative_groups;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
-  if (a.k_split > 1) cluster_wait();  // completes the barrier phase begun at entry
+  if (a.k_split > 1) cluster_wait();  // completes the barrier phase the caller began
   if (a.flags & kSkipEpilogue) {      // diagnostics: no reduction, no stores
     timeline_stamp(a, 6);
     return;

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);  // over the ring, once it is read
-  float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);
+  float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);  // over the activations, once they are read
   const uint32_t act_address = shared_address(smem);
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
   const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * chunk
@@ -99,7 +99,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -260,6 +259,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   } else {
     if constexpr (kMaxWin >= 3) stream_and_park(std::integral_constant<int, 3>{});
   }
+  // The cluster's peers may write this CTA's inbox (over its activations) once every thread has
+  // arrived here, after its MMAs; reduce_and_store waits for theirs before writing to them.
+  if (a.k_split > 1) cluster_arrive_release();
   __syncthreads();
   timeline_stamp(a, 4);
 
