@@ -379,19 +379,27 @@ static void check_wgmma_ring() {
                                          plan.chunk_blocks);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
-                  layout.inbox_offset == 0,
+                  layout.inbox_offset % 16 == 0,
               "wgmma alignment");
         const long long ring_bytes = (long long)layout.chunks * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK;
         const long long red_bytes = (long long)plan.max_tiles_per_cta * kWgmmaWarpGroups * kTileRows * plan.token_tiles * 8 * 4;
-        // [activations | inbox] from 0, then the activation scales, then [ring | partials]
+        // [activations (| inbox from 32 tokens)] from 0, the activation scales, (the inbox up to 16
+        // tokens), then [ring | partials]
         const long long act_bytes = (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * kBlockK;
         const long long inbox_bytes = (long long)((plan.max_tiles_per_cta + plan.k_split - 1) / plan.k_split) *
                                       plan.k_split * kTileRows * plan.token_tiles * 8 * 4;
         CHECK(layout.red_offset == layout.ring_offset && layout.barrier_offset - layout.ring_offset >= ring_bytes &&
                   layout.barrier_offset - layout.ring_offset >= red_bytes && layout.xs_offset >= act_bytes &&
-                  layout.xs_offset >= inbox_bytes &&
                   layout.ring_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4,
               "wgmma regions overlap");
+        const bool over = wgmma_inbox_over_activations(plan.token_tiles);
+        CHECK(over == (plan.token_tiles == 4), "inbox placement");
+        if (over)
+          CHECK(layout.inbox_offset == 0 && layout.xs_offset >= inbox_bytes, "wgmma inbox over the activations");
+        else
+          CHECK(layout.inbox_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4 &&
+                    layout.inbox_offset + inbox_bytes <= layout.ring_offset,
+                "wgmma inbox apart");
         CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
         CHECK(plan.row_groups * plan.k_split <= 132, "wgmma grid %d x %d", plan.row_groups, plan.k_split);
         CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");

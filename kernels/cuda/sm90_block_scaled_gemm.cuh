@@ -436,10 +436,10 @@ __device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TI
 // tile in warp order, push the sum into the inbox of the cluster CTA that finishes the tile
 // (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
 // add the bias, round and store. Every thread of the CTA calls it (the barriers); only the
-// kGemmThreads `worker` threads move data. The caller has synchronized the CTA and, for
+// WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
 // clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
 // its inbox lies over its activations).
-template <int TOKEN_TILES>
+template <int TOKEN_TILES, int WORKERS = kGemmThreads>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
                                                  bool worker) {
@@ -453,7 +453,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   }
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
-  for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += kGemmThreads) {
+  for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += WORKERS) {
     const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
     const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
     float4 sum = *reinterpret_cast<const float4*>(slot);
@@ -483,7 +483,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
   // compile-time padding, so that no integer division by `tokens` is needed.
   for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
-       i += kGemmThreads) {
+       i += WORKERS) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
