@@ -53,9 +53,12 @@ TABLE_FLAGS = (0, 8)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
 # Heuristic bounds. CUDA: the fused kernel is the fastest FP8 path measured on the H200 up to
-# M = 16 on every shape (the wgmma ring kernel, 1.33-1.46x faster than cuBLASLt blockwise at
-# M = 16); at M = 32 cuBLASLt is about twice as fast (docs/perf/h200.json at 67bc205). Above 32
-# tokens the fused kernel re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
+# M = 16 on every shape (the wgmma ring kernel, 1.3-1.5x faster than cuBLASLt blockwise at
+# M = 16). At M = 32 (the wgmma ring kernel since 4443eab) the two are even on the large shapes
+# (16.8 / 16.3 us fused against 16.7 / 16.4 cuBLASLt for 5120x4096 / 4608x4096), cuBLASLt wins on
+# 8192x1024 (8.6 against 10.8) and the fused op on 1536x4096 (11.1 against 16.2): the heuristic
+# keeps cuBLASLt there and the tuned table decides per shape (tune at 4443eab). Above 32 tokens
+# the fused kernel re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
 # cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``):
 # tools/scaled_mm_probe.py on the H200 found it wrong exactly where K/128 is not a multiple of 4
 # (K = 256: relative errors 0.9 to 160) and within 2e-3 of the float64 reference on every shape
