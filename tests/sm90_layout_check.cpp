@@ -421,6 +421,39 @@ static void check_wgmma_ring() {
         }
         for (size_t i = 0; i < owner.size(); ++i) CHECK(owner[i] == 1, "wgmma partition: (tile, block) %zu owned %d times", i, owner[i]);
       }
+  // The co-resident variant (flag kCoResidentFlag): up to 16 tokens, 2 warpgroups, at most
+  // kCoResidentSmem bytes, one block per warpgroup per chunk, >= 2 slots (or one per chunk), every
+  // slot's copy at entry, every CTA's K blocks a multiple of 2; none at 32 tokens.
+  GemmConfig co;
+  co.flags = kCoResidentFlag;
+  int co_plans = 0;
+  for (const auto& s : shapes)
+    for (long long M : {1LL, 8LL, 16LL, 32LL}) {
+      const long long N = s[0], K = s[1], KB = K / 128;
+      const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, co, max_clusters);
+      if (M > 16) {
+        CHECK(!plan.wgmma, "co-resident plan at M=%lld", M);
+        continue;
+      }
+      if (!plan.wgmma) continue;
+      ++co_plans;
+      const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
+                                       plan.chunk_blocks, plan.warps_k, plan.ring_slots);
+      CHECK(plan.warps_k == kCoResidentWarpGroups && plan.chunk_blocks == kCoResidentWarpGroups, "co-resident warps");
+      CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= kCoResidentSmem, "co-resident smem %lld",
+            (long long)plan.smem_bytes);
+      CHECK(layout.slots == plan.ring_slots && (plan.ring_slots >= 2 || plan.ring_slots == layout.chunks),
+            "co-resident slots %d of %d", plan.ring_slots, layout.chunks);
+      CHECK(plan.early_chunks == plan.ring_slots, "co-resident copies at entry");
+      CHECK(KB % plan.k_split == 0 && (KB / plan.k_split) % kCoResidentWarpGroups == 0, "co-resident blocks");
+      const long long red_bytes = (long long)plan.max_tiles_per_cta * plan.warps_k * kTileRows * plan.token_tiles * 8 * 4;
+      CHECK(layout.barrier_offset - layout.ring_offset >= red_bytes &&
+                layout.barrier_offset - layout.ring_offset >=
+                    (long long)layout.slots * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK &&
+                layout.scale_offset - layout.barrier_offset == 8LL * layout.slots * (layout.slots < layout.chunks ? 2 : 1),
+            "co-resident regions");
+    }
+  CHECK(co_plans >= 10, "co-resident plans: %d", co_plans);
 }
 
 int main() {

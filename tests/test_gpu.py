@@ -133,7 +133,8 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
     kernel (config flag 256; M <= 16, else it means the register kernel) and the register kernel
     (config flag 32) meet the §3.4 contract; the register kernel's staging depth does not change
     its bits, nor does the register-staging flag (8) change the default's; forced cluster sizes
-    (1, 2 with spread clusters, 4) meet the contract where they fit. A forced size that fits no
+    (1, 2 with spread clusters, 4) and the wgmma kernel's co-resident variant (flag 512, with its own
+    plan and with k_split 4) meet the contract where they fit. A forced size that fits no
     kernel is the documented error, and the default plus at least one forced size must run."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
@@ -153,7 +154,8 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         for config in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 2]):
             assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, config)), _bits(register)), config
         ran = 0
-        for config in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [0, 0, 0, 0, 256], [4, 0, 0, 0, 0]):
+        for config in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [0, 0, 0, 0, 256], [4, 0, 0, 0, 0], [0, 0, 0, 0, 512],
+                       [4, 0, 0, 0, 512]):
             try:
                 got = configured(xd, wd, wsd, False, bd, config)
             except RuntimeError as e:

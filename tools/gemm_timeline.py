@@ -45,6 +45,8 @@ VARIANTS = {
     "no_weight_decode": [0, 0, 0, 0, TIMELINE_FLAG | 128],  # ring kernel: MMAs on the raw e4m3 bytes
     "no_prologue_no_decode": [0, 0, 0, 0, TIMELINE_FLAG | 2 | 128],
     "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies
+    "co_resident": [0, 0, 0, 0, TIMELINE_FLAG | 512],  # the wgmma ring kernel's 2-warpgroup, refilled-ring variant
+    "co_resident_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 7],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

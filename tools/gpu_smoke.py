@@ -114,7 +114,7 @@ def main():
                 check(f"  mma.sync ring kernel (flag 256)", err_v < 4e-3, f"rel {err_v:.2e}")
                 # Forced cluster sizes (the ring kernels take 1, 2 (and the wgmma one up to 8) where they fit) and spread
                 # clusters (flag 64).
-                for cfg in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [4, 0, 0, 0, 64 | 32]):
+                for cfg in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [4, 0, 0, 0, 64 | 32], [0, 0, 0, 0, 512]):
                     if k // 128 >= cfg[0]:
                         try:
                             got = configured(xd, wd, wsd, False, bd, cfg)

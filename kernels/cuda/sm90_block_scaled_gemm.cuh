@@ -74,6 +74,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic: take the mma.sync ring kernel (sm90_ring_gemm.cuh) even where the wgmma ring
   // kernel (sm90_wgmma_ring_gemm.cuh) applies.
   kMmaSyncRing = 256,
+  // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
+  // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
+  kCoResident = kCoResidentFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -110,6 +113,7 @@ struct GemmKernelArgs {
   // wgmma ring kernel: blocks per tensor copy, and a second map whose box is one tile shorter
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
   int chunk_blocks, early_chunks;
+  int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
   CUtensorMap weight_map_short;
 };
 

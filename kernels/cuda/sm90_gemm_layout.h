@@ -151,6 +151,13 @@ constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
 // a CTA's 9-10 tiles of the large shapes.
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles) { return token_tiles > 2 ? 3 : 2; }
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
+// The co-resident variant: 2 warpgroups (256 threads, <= 128 registers) and <= kCoResidentSmem
+// bytes of shared memory, so that the next launch's CTA fits on the SM beside this one and
+// requests its weight while this one computes; its ring has fewer slots than the CTA has chunks
+// and is refilled as chunks are consumed (chunk c in slot c % slots).
+constexpr int kCoResidentWarpGroups = 2;
+constexpr int kCoResidentFlag = 512;  // GemmConfig.flags bit that asks for it (kCoResident)
+constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved per CTA
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
@@ -193,11 +200,13 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 //    barrier on which every thread arrives after its MMAs (which read the activations).
 struct WgmmaRingSmemLayout {
   int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, scale_offset, total;
-  int chunks;
-  SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks) {
+  int chunks, slots;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
+  SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
+                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
+    slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * kTileRows * token_pad * 4;
     const bool shared = wgmma_inbox_over_activations(token_tiles);
@@ -207,10 +216,11 @@ struct WgmmaRingSmemLayout {
     const int64_t low_end = shared ? xs_end : xs_end + inbox_bytes;
     ring_offset = (low_end + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
     red_offset = ring_offset;
-    const int64_t ring_bytes = int64_t(chunks) * chunk_blocks * max_tiles * kTileRows * kBlockK;
-    const int64_t red_bytes = int64_t(max_tiles) * kWgmmaWarpGroups * kTileRows * token_pad * 4;
+    const int64_t ring_bytes = int64_t(slots) * chunk_blocks * max_tiles * kTileRows * kBlockK;
+    const int64_t red_bytes = int64_t(max_tiles) * warpgroups * kTileRows * token_pad * 4;
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
-    scale_offset = barrier_offset + int64_t(chunks) * 8;
+    // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
+    scale_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }
 };

@@ -36,6 +36,7 @@ struct GemmPlan {
   bool wgmma = false;   // the wgmma ring kernel (sm90_wgmma_ring_gemm.cuh)
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
+  int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -210,31 +211,50 @@ inline int wgmma_token_tiles(int64_t M) {
   return t > 2 ? kMaxWgmmaTokenTiles : t;
 }
 
+// The co-resident variant (config flag kCoResidentFlag, M <= 16): 2 warpgroups, at most
+// kCoResidentSmem bytes, so that two CTAs share an SM; chunks of one block per warpgroup, as many
+// ring slots as fit (>= 2; where the whole share fits, one per chunk) and every one of them
+// requested at entry; every CTA's K blocks a multiple of 2 (the refilled ring's block order).
 template <typename MaxClusters>
 GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
                               const GemmConfig& config, MaxClusters&& max_clusters) {
   GemmPlan best;
   if (shuffled || M > kMaxWgmmaTokenTiles * 8) return best;
   const int token_tiles = wgmma_token_tiles(M);
+  const bool co_resident = (config.flags & kCoResidentFlag) != 0;
+  if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
+  const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
+  const int64_t smem_cap = co_resident && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
   const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles);
   const int64_t T = N / 16, KB = K / 128;
   const int64_t tokens = M < 1 ? 1 : M;
   for (int S = 1; S <= kMaxClusterSize; ++S) {
     if (config.k_split && S != config.k_split) continue;
     if (S > KB) break;
+    if (co_resident && (KB % S != 0 || (KB / S) % warpgroups != 0)) continue;
     const int64_t blocks = ceil_div(KB, S);
     int64_t groups = num_sms / S;
     if (groups > T / kWindowTiles) groups = T / kWindowTiles;
     if (groups < 1) continue;
     auto chunk_for = [&](int64_t tiles) {
+      if (co_resident) return warpgroups;
       return config.smem_stages > 0 ? (config.smem_stages < blocks ? config.smem_stages : int(blocks))
                                     : wgmma_chunk_blocks(int(tiles), int(blocks));
     };
-    auto smem_for = [&](int64_t tiles) {
-      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles)).total;
+    auto layout_for = [&](int64_t tiles, int slots) {
+      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots);
     };
+    // Ring slots: one per chunk, or (co-resident) as many as fit under the cap, 0 if not 2.
+    auto slots_for = [&](int64_t tiles) {
+      const int chunks = layout_for(tiles, 0).chunks;
+      if (!co_resident) return chunks;
+      for (int slots = chunks; slots >= 2 || slots == chunks; --slots)
+        if (layout_for(tiles, slots).total <= smem_cap) return slots;
+      return 0;
+    };
+    auto smem_for = [&](int64_t tiles) { return layout_for(tiles, slots_for(tiles)).total; };
     int64_t tiles = 0;
-    auto fits = [&](int64_t t) { return t <= max_tiles && smem_for(t) <= max_smem; };
+    auto fits = [&](int64_t t) { return t <= max_tiles && slots_for(t) > 0 && smem_for(t) <= smem_cap; };
     if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, max_clusters)) continue;
     // From 32 tokens a CTA's partial sums are 4x those of 8 tokens and the cluster waits for its
     // slowest CTA's MMAs before exchanging them (the inbox lies over the activations): the
@@ -247,17 +267,19 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (best.cost < 0 || cost < best.cost) {
       best.k_split = S;
       best.row_groups = int(groups);
-      best.warps_k = kWgmmaWarpGroups;
+      best.warps_k = warpgroups;
       best.warps_t = 1;
       best.max_tiles_per_cta = int(tiles);
       best.max_blocks_per_cta = int(blocks);
       best.chunk_blocks = chunk_for(tiles);
+      best.ring_slots = slots_for(tiles);
       // Half the copies at entry, the rest once the activations are in: a CTA's activation loads
       // queue behind the weight copies it has requested (H200, tools/gemm_timeline.py at f15c013,
       // 5120x4096 M = 1 / 8 / 16: 10.08 / 11.07 / 13.46 us with every copy at entry, 9.12 / 9.93 /
-      // 12.22 with half, 10.05 / 10.76 / 12.74 with one of four).
-      const int chunks = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, best.chunk_blocks).chunks;
-      best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : (chunks + 1) / 2;
+      // 12.22 with half, 10.05 / 10.76 / 12.74 with one of four). Co-resident: every slot's copy
+      // at entry, as the CTA then waits a whole launch for the previous one to end.
+      const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
+      best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
       best.smem_stages = 0;
       best.smem_bytes = smem_for(tiles);
       best.cost = cost;

@@ -44,12 +44,13 @@ GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
-// token_tiles: sm90::wgmma_token_tiles (1, 2 or 4).
+// token_tiles: sm90::wgmma_token_tiles (1, 2 or 4); co_resident: the 2-warpgroup variant (<= 16 tokens).
 template <bool PREQUANT>
-GemmKernel wgmma_ring_instance(int token_tiles) {
+GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident) {
+  constexpr int kCo = sm90::kCoResidentWarpGroups;
   switch (token_tiles) {
-    case 1: return sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
-    case 2: return sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
+    case 1: return co_resident ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kCo> : sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
+    case 2: return co_resident ? sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kCo> : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
     default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
   }
 }
@@ -195,10 +196,14 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
-    kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles) : wgmma_ring_instance<false>(wgmma_tiles);
-    threads = sm90::kRingThreads;
+    const bool co_resident = (p.config.flags & sm90::kCoResident) && wgmma_tiles <= 2;
+    kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident)
+                      : wgmma_ring_instance<false>(wgmma_tiles, co_resident);
+    threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
     if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-    plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, p.config,
+    GemmConfig wgmma_config = p.config;  // from 17 tokens the co-resident flag means nothing
+    if (!co_resident) wgmma_config.flags &= ~int32_t(sm90::kCoResident);
+    plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
                                       [&](int cluster, int64_t smem) -> int64_t {
                                         return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads,
                                                                                       smem);
@@ -262,6 +267,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.weight_map = weight_map;
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
+  a.ring_slots = plan.ring_slots;
   a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};

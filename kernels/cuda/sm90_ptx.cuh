@@ -99,6 +99,10 @@ __device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbar
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
+// One arrival (release: this thread's earlier accesses are ordered before the phase completes).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 // Block until the phase with parity `parity` has completed (try_wait may suspend the thread for a
 // bounded time, so the loop does not spin hot).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {

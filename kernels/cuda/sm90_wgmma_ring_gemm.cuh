@@ -24,7 +24,6 @@
 #include <type_traits>
 
 #include "sm90_block_scaled_gemm.cuh"
-#include "sm90_ring_gemm.cuh"  // kRingThreads
 
 namespace sgl_fp8::sm90 {
 
@@ -62,10 +61,14 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
   return blocks < kMaxWgBlocks ? blocks : kMaxWgBlocks;
 }
 
-template <int TOKEN_TILES, bool PREQUANT>
-__global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
+// WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
+// co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
+template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups>
+__global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
+    wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
   static_assert(TOKEN_TILES <= kMaxWgmmaTokenTiles, "the wgmma ring kernel serves one chunk of <= 32 tokens");
-  static_assert(kRingThreads == kWgmmaWarpGroups * 128, "4 warpgroups");
+  static_assert(WGS == kWgmmaWarpGroups || WGS == kCoResidentWarpGroups, "4 or 2 warpgroups");
+  constexpr int kThreads = WGS * 128, kWarps = WGS * 4;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES);
   constexpr bool kInboxOverActivations = wgmma_inbox_over_activations(TOKEN_TILES);
@@ -83,18 +86,26 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
   const int rows = ntiles * kTileRows;
 
-  const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks);
+  const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks,
+                                   WGS, a.ring_slots);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);  // over the ring, once it is read
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);  // over the activations, once they are read
   const uint32_t act_address = shared_address(smem);
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
-  const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * chunk
   uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
   const int chunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
   const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
+  // Chunk c lands in slot c % slots. Every chunk has its own slot, or (the co-resident plans:
+  // chunk_blocks == WGS, every CTA's nblocks a multiple of WGS, slots >= 2) the ring is refilled:
+  // a slot's next chunk is requested once every warp has released the slot's current one.
+  const int slots = layout.slots < chunks ? layout.slots : chunks;
+  const bool refill = WGS == kCoResidentWarpGroups && slots < chunks;
+  const int initial = slots;  // chunks requested before the block loop
+  const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * slot
+  const uint32_t empty = full + 8 * uint32_t(layout.slots);             // + 8 * slot, refilled rings only
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -118,27 +129,30 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   };
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
-    const int i = threadIdx.x + r * kRingThreads;
+    const int i = threadIdx.x + r * kThreads;
     scale_regs[r] = i < ntiles * nblocks ? load_scale(i) : 0u;
   }
   if (threadIdx.x == 0) {
-    for (int c = 0; c < chunks; ++c) mbarrier_init(full + 8 * c, 1);
+    for (int c = 0; c < slots; ++c) mbarrier_init(full + 8 * c, 1);
+    if (refill)
+      for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     mbarrier_init_fence();
-    for (int c = 0; c < chunks; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
+    for (int c = 0; c < initial; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
   }
   __syncthreads();
   allow_next_grid_launch();
 
-  // 1. The chunks, chunk c from lane 0 of warp c % 16: the first `early` at once, the others once
-  //    the first activation loads are in flight (a.early_chunks, the plan's; 0: all at once): the
-  //    activation loads queue behind the copies already requested. A chunk always spans chunk_blocks
-  //    blocks (the last one may read a neighbour's blocks, or zeros past K, and ignore them); the
-  //    box is the CTA's rows: the full map, or the one a tile shorter.
-  const int early = a.early_chunks > 0 && a.early_chunks < chunks ? a.early_chunks : chunks;
+  // 1. The first `initial` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
+  //    `early` at once, the others once the first activation loads are in flight (a.early_chunks,
+  //    the plan's; 0: all at once): the activation loads queue behind the copies already
+  //    requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
+  //    blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full map, or the
+  //    one a tile shorter.
+  const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
+  const int early = a.early_chunks > 0 && a.early_chunks < initial ? a.early_chunks : initial;
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
-      const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
-      for (int c = first + (warp - first % kRingWarps + kRingWarps) % kRingWarps; c < end; c += kRingWarps)
+      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
         tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
                                  kb_begin + c * chunk_blocks, full + 8 * c);
     }
@@ -149,15 +163,15 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
-  wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, chunks); });
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, initial); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
-    const int i = threadIdx.x + r * kRingThreads;
+    const int i = threadIdx.x + r * kThreads;
     if (i < ntiles * nblocks) unit_scales[i] = scale_regs[r];
   }
-  for (int i = threadIdx.x + kScaleRegs * kRingThreads; i < ntiles * nblocks; i += kRingThreads)
-    unit_scales[i] = load_scale(i);  // beyond 1024 (tile, block) pairs: not in any plan of SPEC §6
+  for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
+    unit_scales[i] = load_scale(i);  // beyond 2 x kThreads (tile, block) pairs
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
@@ -166,10 +180,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
-    for (int c = 0; c < chunks; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
+    for (int c = 0; c < initial; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
   }
 
-  // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + 4, ...
+  // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
   auto a_block = [&](int lb) { return ring_address + uint32_t(lb * rows * kBlockK); };
   auto b_block = [&](int lb) { return act_address + uint32_t(lb * kTokenPad * kBlockK); };
@@ -189,7 +203,20 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   // block order. The conditions are uniform over the CTA (ptxas serializes wgmma under a branch
   // it cannot prove uniform). The accumulators are sized by the compile-time window count, so
   // that an instance's registers hold only the windows it uses.
-  const int per_wg = nblocks % kWgmmaWarpGroups == 0 ? nblocks / kWgmmaWarpGroups : 0;
+  const int per_wg = nblocks % WGS == 0 ? nblocks / WGS : 0;
+  // A refilled ring: chunk c's slot is released by lane 0 of every warp once its warpgroup's MMAs
+  // on it have completed; thread 0 then waits for all of them and requests chunk c + slots into
+  // it (the TMA writes what the MMAs read: the mbarrier orders the two async-proxy accesses).
+  auto release_and_refill = [&](int c) {
+    const int slot = c % slots;
+    if (lane == 0) mbarrier_arrive(empty + 8 * slot);
+    if (threadIdx.x == 0 && c + slots < chunks) {
+      mbarrier_wait(empty + 8 * slot, (c / slots) & 1);
+      mbarrier_arrive_expect_tx(full + 8 * slot, chunk_bytes);
+      tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                               kb_begin + (c + slots) * chunk_blocks, full + 8 * slot);
+    }
+  };
   auto stream_and_park = [&](auto windows) {
     constexpr int kWindows = decltype(windows)::value;
     constexpr int kPerWait = wgmma_blocks_per_wait(kWindows, TOKEN_TILES);
@@ -215,14 +242,33 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
       }
     };
     if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
-      for (int c = 0; c < chunks; ++c) mbarrier_wait(full + 8 * c, 0);
+      for (int c = 0; c < chunks; ++c) {
+        mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
+        if (refill) release_and_refill(c);
+      }
+    } else if (WGS == kCoResidentWarpGroups && refill) {
+      // Chunk c holds block c * WGS + wg of each warpgroup: wait for it, its MMAs, wait for them,
+      // apply, release the slot. The other warpgroup's MMAs run while this one waits (issuing the
+      // next chunk's before waiting made ptxas serialize the wgmma: warning C7514).
+      if constexpr (WGS == kCoResidentWarpGroups) {
+        float4 P[kWindows][TOKEN_TILES];
+        for (int c = 0; c < chunks; ++c) {
+          const int slot = c % slots;
+          mbarrier_wait(full + 8 * slot, (c / slots) & 1);
+          wgmma_block<TOKEN_TILES, kWindows>(P, ring_address + uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK),
+                                             b_block(c * WGS + wg), ntiles);
+          wgmma_wait<0>();
+          apply(c * WGS + wg, P);
+          release_and_refill(c);
+        }
+      }
     } else if (per_wg > 0 && per_wg <= kMaxWgBlocks) {
       for (int first = 0; first < per_wg; first += kPerWait) {
         float4 P[kPerWait][kWindows][TOKEN_TILES];
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i) {
           if (first + i < per_wg) {
-            const int lb = wg + kWgmmaWarpGroups * (first + i);
+            const int lb = wg + WGS * (first + i);
             mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
             wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
           }
@@ -230,11 +276,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i)
-          if (first + i < per_wg) apply(wg + kWgmmaWarpGroups * (first + i), P[i]);
+          if (first + i < per_wg) apply(wg + WGS * (first + i), P[i]);
       }
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
-      for (int lb = wg; lb < nblocks; lb += kWgmmaWarpGroups) {
+      for (int lb = wg; lb < nblocks; lb += WGS) {
         mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);
         wgmma_block<TOKEN_TILES, kWindows>(P, a_block(lb), b_block(lb), ntiles);
         wgmma_wait<0>();
@@ -250,7 +296,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
 #pragma unroll
     for (int w = 0; w < kWindows; ++w) {
       const int tile = wgmma_window_tile(w, ntiles) + wq;
-      if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, kWgmmaWarpGroups, wg, lane);
+      if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, WGS, wg, lane);
     }
   };
   const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
@@ -269,8 +315,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) wgmma_ring_gemm_sm90(const __
   __syncthreads();
   timeline_stamp(a, 4);
 
-  // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = kWgmmaWarpGroups).
-  reduce_and_store<TOKEN_TILES, kRingThreads>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
+  // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
+  reduce_and_store<TOKEN_TILES, kThreads>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
 }
 
 }  // namespace sgl_fp8::sm90
