@@ -47,7 +47,7 @@ for step in "$@"; do
       ;;
     layout_tests)
       say "GPU tests of the layouts and kernels (-k shuffled / ring_and_register)"
-      $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests -k "shuffled or ring_and_register" >"$OUT/pytest_layouts.txt" 2>&1; echo "rc=$?"
+      timeout 180 $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests -k "shuffled or ring_and_register" >"$OUT/pytest_layouts.txt" 2>&1; echo "rc=$?"
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_layouts.txt" | head -10; tail -2 "$OUT/pytest_layouts.txt"
       ;;
     smoke)
