@@ -3,8 +3,8 @@
 Paths (SPEC §5):
   fused      ``smallm_gemm``: quant in registers + GEMM, one launch. A table entry may name an
              instance of the kernel, ``config = [k_split, warps, tiles_per_block, blocks_per_sm,
-             flags(, smem_stages)]`` (zeros: the kernel's own plan; flags 0, or 8 = no
-             shared-memory staging stage), run through the private
+             flags(, smem_stages)]`` (zeros: the kernel's own plan; flags: the bits of
+             ``TABLE_FLAG_BITS``), run through the private
              ``_smallm_gemm_configured`` op.
   scaled_mm  CUDA sm_90, fp32 scales, plain weight, N % 128 == 0, K % 512 == 0: our quant with
              column-major scales + ``torch._scaled_mm`` with cuBLASLt 1x128 x 128x128 blockwise
@@ -46,9 +46,16 @@ PATHS = ("fused", "scaled_mm", "aiter", "unfused")
 SCALES = ("fp32", "e8m0")
 CONFIG_DIR_ENV = "SGL_FP8_CONFIG_DIR"
 CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)]
-# Flags a table may use: 0, or 8 (sm_90: no shared-memory staging stage). The other bits are
-# diagnostics that skip work and produce garbage.
-TABLE_FLAGS = (0, 8)
+# Flag bits a table may use (sm_90, kernels/cuda/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
+# shared-memory staging stage, 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync
+# ring kernel, 512 = the wgmma ring kernel's co-resident variant; each gives a correct output.
+# The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
+TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512
+
+
+def table_flags_ok(flags: int) -> bool:
+    """Whether a table config's flags are only bits that give a correct output."""
+    return flags & ~TABLE_FLAG_BITS == 0
 # SPEC §6: Qwen3.5-397B TP4, then DeepSeek-V3/V4 dense linears at TP4/TP8 (N, K)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
@@ -252,9 +259,9 @@ def parse_table(data, source: str) -> tuple:
             if not (isinstance(config, list) and len(config) in CONFIG_LENS and all(_is_int(c) and 0 <= c < 1 << 20 for c in config)):
                 bad(where, f"config must be [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)] of "
                     f"non-negative integers, got {config!r}")
-            if config[4] not in TABLE_FLAGS:
-                bad(where, f"config flags must be one of {TABLE_FLAGS} (other bits are diagnostics with garbage "
-                    f"output), got {config!r}")
+            if not table_flags_ok(config[4]):
+                bad(where, f"config flags must be made of the bits {TABLE_FLAG_BITS:#x} (other bits are diagnostics "
+                    f"with garbage output), got {config!r}")
             config = tuple(config) if any(config) else None  # all zeros: the kernel's own plan
         if "us" in e and not (isinstance(e["us"], (int, float)) and not isinstance(e["us"], bool) and math.isfinite(e["us"])):
             bad(where, f"us must be a finite number, got {e['us']!r}")

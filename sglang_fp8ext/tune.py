@@ -16,7 +16,8 @@ a forced k_split sizes the wgmma ring kernel's cluster where its plan allows it,
 ring kernel's (1-2) or the register kernel's); the plan without the register kernel's staging
 stage ([0, 0, 0, 0, 8]), with two staging stages ([0, 0, 0, 0, 0, 2]; for the wgmma ring kernel:
 copies of two K blocks), the register kernel where a ring kernel is the default
-([0, 0, 0, 0, 32]) and spread clusters ([0, 0, 0, 0, 64]);
+([0, 0, 0, 0, 32]), spread clusters ([0, 0, 0, 0, 64]) and the wgmma ring kernel's co-resident
+variant with its own plan and with k_split 1 ([0, 0, 0, 0, 512], [1, 0, 0, 0, 512]);
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.
@@ -39,7 +40,8 @@ DEFAULT_MS = (1, 2, 4, 8, 16, 32)
 K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
 BLOCKS_PER_SM = (0, 2)  # 0: one CTA per SM (the plan), 2: two (no room left for the next launch)
 # sm_90: no staging stage / two stages / the register kernel / spread clusters (bench.DIAGNOSTIC_CONFIGS)
-ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64))
+ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64), (0, 0, 0, 0, 512),
+                   (1, 0, 0, 0, 512))
 TOLERANCE = 4e-3  # SPEC §3.4, relative per row
 MIN_COPIES = 24
 MIN_REPLAYS = 20

@@ -4,7 +4,8 @@ tiles; up to 32 tokens the wgmma ring kernel for plain weights (M = 24: its 32-t
 whose partials and inbox share shared memory with its ring and activations), below 17 tokens the
 mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too few tiles for
 wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
-register kernel with a 3-stage shared-memory staging ring. --quick (racecheck): 5120x4096 and
+register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
+co-resident variant (flag 512). --quick (racecheck): 5120x4096 and
 272x1024 at M = 1 and 24."""
 
 import torch
@@ -34,6 +35,8 @@ for n, k in SHAPES:
             fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
             if m <= 16:  # the register kernel where the ring kernel is the default, 3 staging stages
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32, 3])
+                # the wgmma ring kernel's co-resident variant (a refilled ring for 5120x4096)
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 512])
             q, s = fx.per1x128_quant(x, e8m0)
             fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
             qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)
