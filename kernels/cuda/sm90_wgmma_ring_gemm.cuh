@@ -1,6 +1,6 @@
-// sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 16, plain weights): the ring
-// kernel's stream (the CTA's whole weight share requested through TMA, every copy into its own
-// slot) with the tensor cores' own FP8 MMA reading both operands from shared memory.
+// sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 32, plain weights): the ring
+// kernel's stream (the CTA's weight share requested through TMA into shared-memory slots) with
+// the tensor cores' own FP8 MMA reading both operands from shared memory.
 //
 // Why (docs/sm90.md): the mma.sync ring kernel's stream phase took 3.3 us for 160 KB per SM
 // whether its prologue ran or not: each 2 KB unit cost ~150 warp instructions (shared-memory
@@ -8,17 +8,26 @@
 // instructions per warpgroup, no operand passes through registers, and the activations stay e4m3:
 //  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each it
 //    waits for the block's chunk, then for every 64-row window of the CTA's tiles issues
-//    m64nNk32 x 4 into a fresh fp32 P (SPEC §3.4's per-block product); once all its blocks are
-//    issued it waits once and adds each P * (xs * ws) to its accumulators in block order;
+//    m64nNk32 x 4 (N = 8, 16 or 32 tokens) into a fresh fp32 P (SPEC §3.4's per-block product);
+//    once a round of its blocks is issued it waits once and adds each P * (xs * ws) to its
+//    accumulators in block order;
 //  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
-//    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles);
+//    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles, 4-12 at
+//    32 tokens);
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
 //    flight (a CTA's activation loads queue behind the copies it has requested);
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
-//    role of their warps_k.
+//    role of their warps_k, the partials parked over the ring once it is read (and from 32
+//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout).
+// The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
+// shared memory, so that the next launch's CTA becomes resident beside this one and requests its
+// weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
+// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): 2-6 % faster at
+// M <= 4 on the SPEC shapes, slower from M = 8 (its 256 threads quantize the activations more
+// slowly), so the tuned table, not the default plan, takes it.
 #pragma once
 
 #include <type_traits>
