@@ -191,8 +191,9 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 
 // [activations e4m3 [block][token][128] | inbox fp32 [owned tile][rank][16][token] from 32 tokens]
 // [activation scales fp32 [block][token]][inbox up to 16 tokens]
-// [ring, 1024-aligned: chunks x chunk_blocks blocks x max_tiles x 16 rows x 128 | warpgroup partials]
-// [one mbarrier per chunk][block scales as loaded [tile][block]]
+// [ring, 1024-aligned: slots x chunk_blocks blocks x max_tiles x 16 rows x 128 | warpgroup partials]
+// [a "full" mbarrier per slot (and, refilled, an "empty" one per slot)][block scales as loaded [tile][block]]
+// A slot per chunk, or (the co-resident variant) fewer, refilled.
 // A shared region is the larger of its two users, the second written once the first is read:
 //  * the warpgroup partials (fp32 [tile][warpgroup][16][token]) are parked over the ring once
 //    every chunk has landed and been read (32 tokens: 80 KB for 10 tiles);
