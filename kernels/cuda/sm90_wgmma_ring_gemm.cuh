@@ -25,9 +25,10 @@
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
-// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): 2-6 % faster at
-// M <= 4 on the SPEC shapes, slower from M = 8 (its 256 threads quantize the activations more
-// slowly), so the tuned table, not the default plan, takes it.
+// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): a few percent faster
+// at M <= 2 on the SPEC Qwen shapes, slower from M = 8 (its refills wait for the prologue, and
+// 256 threads quantize the activations more slowly), so the tuned table, not the default plan,
+// takes it.
 #pragma once
 
 #include <type_traits>
