@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
                         (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
     }
   };
-  // Where every warpgroup has the same number (<= kMaxWgBlocks) of blocks (nblocks % 4 == 0, all
+  // Where every warpgroup has the same number (<= kMaxWgBlocks) of blocks (nblocks % WGS == 0, all
   // the shapes of SPEC §6), a warpgroup issues the MMAs of up to wgmma_blocks_per_wait of its
   // blocks, each into its own P, before it waits: a wgmma group's latency (a few hundred cycles)
   // is paid once per round, not per block (one round up to 16 tokens). The sum is still taken in
