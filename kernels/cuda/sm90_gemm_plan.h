@@ -43,6 +43,18 @@ struct GemmPlan {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The partition every plan records for its best candidate: clusters of k_split CTAs over
+// row_groups, warps (or warpgroups) per CTA, and the most tiles and K blocks a CTA owns.
+inline void set_partition(GemmPlan& plan, int k_split, int64_t row_groups, int warps_k, int warps_t, int64_t tiles,
+                          int64_t blocks) {
+  plan.k_split = k_split;
+  plan.row_groups = int(row_groups);
+  plan.warps_k = warps_k;
+  plan.warps_t = warps_t;
+  plan.max_tiles_per_cta = int(tiles);
+  plan.max_blocks_per_cta = int(blocks);
+}
+
 constexpr int kWarpsPerCta = 8;
 constexpr int kMaxClusterSize = 8;  // portable cluster size limit
 // Activation groups (token x 128-K block) a CTA quantizes per L2 round trip: 16 half-warps x 8
@@ -114,12 +126,7 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
                           kRoundTripCost * double(round_trips - 1) + kClusterCost[S] +
                           (smem > kSmemBudget ? kNoOverlapCost : 0);
       if (best.cost < 0 || cost < best.cost) {
-        best.k_split = S;
-        best.row_groups = int(g);
-        best.warps_k = wk;
-        best.warps_t = wt;
-        best.max_tiles_per_cta = int(tiles);
-        best.max_blocks_per_cta = int(blocks);
+        set_partition(best, S, g, wk, wt, tiles, blocks);
         best.smem_bytes = smem;
         best.cost = cost;
       }
@@ -182,12 +189,7 @@ GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_
     const double cost = double(warp_units) * kWarpsPerCta * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
     if (best.cost < 0 || cost < best.cost) {
-      best.k_split = S;
-      best.row_groups = int(groups);
-      best.warps_k = kWarpsPerCta;
-      best.warps_t = 1;
-      best.max_tiles_per_cta = int(tiles);
-      best.max_blocks_per_cta = int(blocks);
+      set_partition(best, S, groups, kWarpsPerCta, 1, tiles, blocks);
       best.smem_stages = int(tiles);
       best.smem_bytes = smem_for(tiles);
       best.cost = cost;
@@ -265,12 +267,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     const double cost = double(tiles) * double(blocks) * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {
-      best.k_split = S;
-      best.row_groups = int(groups);
-      best.warps_k = warpgroups;
-      best.warps_t = 1;
-      best.max_tiles_per_cta = int(tiles);
-      best.max_blocks_per_cta = int(blocks);
+      set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
       best.chunk_blocks = chunk_for(tiles);
       best.ring_slots = slots_for(tiles);
       // Half the copies at entry, the rest once the activations are in: a CTA's activation loads

@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // a slot's next chunk is requested once every warp has released the slot's current one.
   const int slots = layout.slots < chunks ? layout.slots : chunks;
   const bool refill = WGS == kCoResidentWarpGroups && slots < chunks;
-  const int initial = slots;  // chunks requested before the block loop
   const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * slot
   const uint32_t empty = full + 8 * uint32_t(layout.slots);             // + 8 * slot, refilled rings only
 
@@ -147,19 +146,19 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (refill)
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     mbarrier_init_fence();
-    for (int c = 0; c < initial; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
+    for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
   }
   __syncthreads();
   allow_next_grid_launch();
 
-  // 1. The first `initial` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
+  // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
   //    `early` at once, the others once the first activation loads are in flight (a.early_chunks,
   //    the plan's; 0: all at once): the activation loads queue behind the copies already
   //    requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
   //    blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full map, or the
   //    one a tile shorter.
   const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
-  const int early = a.early_chunks > 0 && a.early_chunks < initial ? a.early_chunks : initial;
+  const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
       for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
@@ -174,7 +173,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, initial); });
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -190,7 +189,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
-    for (int c = 0; c < initial; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
+    for (int c = 0; c < slots; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
   }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
@@ -256,7 +255,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
         if (refill) release_and_refill(c);
       }
-    } else if (WGS == kCoResidentWarpGroups && refill) {
+    } else if (refill) {
       // Chunk c holds block c * WGS + wg of each warpgroup: wait for it, its MMAs, wait for them,
       // apply, release the slot. The other warpgroup's MMAs run while this one waits (issuing the
       // next chunk's before waiting made ptxas serialize the wgmma: warning C7514).
