@@ -2,7 +2,7 @@
 # One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
 # run the named steps in order, with full logs under $OUT and a short summary on stdout.
 #   bash tools/device_run.sh wgprobe diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
-#                            timeline ceiling
+#                            timeline ceiling config_ab
 # SGL_FP8_GIT names the commit being measured (the device copy has no .git).
 set -u
 OUT=${OUT:-/tmp/sgl_fp8_out}
@@ -119,6 +119,13 @@ for step in "$@"; do
       say "tools/wgmma_probe.py (where a GEMM output goes wrong)"
       timeout 120 $PY tools/wgmma_probe.py --ms "${SGL_FP8_PROBE_MS:-1,5,8,16,20,32}" >"$OUT/wgmma_probe.txt" 2>&1; echo "rc=$?"; tail -30 "$OUT/wgmma_probe.txt"
       grep -q "probe: 0 bad" "$OUT/wgmma_probe.txt" || { echo "probe failed: stopping"; break; }
+      ;;
+    config_ab)
+      say "tools/config_ab.py (configs against each other: ${SGL_FP8_AB_CONFIGS:-unset})"
+      timeout ${SGL_FP8_AB_TIMEOUT:-200} $PY tools/config_ab.py --out "$OUT" --configs "$SGL_FP8_AB_CONFIGS" \
+        --shapes "${SGL_FP8_AB_SHAPES:-5120x4096,4608x4096,4096x2048}" --ms "${SGL_FP8_AB_MS:-1,2,4,8,16}" \
+        --scales "${SGL_FP8_AB_SCALES:-fp32}" >"$OUT/config_ab.txt" 2>&1
+      echo "rc=$?"; tail -40 "$OUT/config_ab.txt"
       ;;
     probe)
       say "tools/scaled_mm_probe.py"

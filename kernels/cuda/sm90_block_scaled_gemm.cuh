@@ -77,6 +77,10 @@ enum GemmFlags : int32_t {
   // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
   // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
   kCoResident = kCoResidentFlag,
+  // Experiment: the co-resident variant prefetches the chunks its ring cannot hold into L2 at
+  // entry (1024) or once its activation loads are in flight (2048).
+  kL2PrefetchAtEntry = 1024,
+  kL2PrefetchAfterActivations = 2048,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

@@ -145,6 +145,14 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
       : "memory");
 }
 
+// The same box into the L2 cache only (no shared memory, no barrier): a hint the hardware may
+// drop. A later tensor copy of the box then reads L2 instead of DRAM.
+__device__ __forceinline__ void tensor_prefetch_3d_to_l2(const void* map, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(map), "r"(c0), "r"(c1),
+               "r"(c2)
+               : "memory");
+}
+
 // ---- wgmma (warpgroup MMA, sm_90a): the wgmma ring kernel ----------------------------------
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address
 // >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63

@@ -168,12 +168,22 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     __syncwarp();
   };
   request_chunks(0, early);
+  // The chunks a refilled ring cannot hold yet, into L2, so that the refills read L2.
+  auto prefetch_overflow = [&] {
+    if (refill && lane == 0)
+      for (int c = slots + warp; c < chunks; c += kWarps)
+        tensor_prefetch_3d_to_l2(map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks);
+  };
+  if (a.flags & kL2PrefetchAtEntry) prefetch_overflow();
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
+        request_chunks(early, slots);
+        if (a.flags & kL2PrefetchAfterActivations) prefetch_overflow();
+      });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;

@@ -1,0 +1,104 @@
+"""Time GEMM configs against each other in one run: an A/B tool for kernel experiments.
+
+Every config runs through the private configured op on the same activations and the same cold,
+rotated weight copies (CUDA-graph replay, as `bench` and `tune` time them), after its output was
+checked against the unfused path (SPEC §3.4 row tolerance). Medians in microseconds, and each
+config's ratio to the first one. Run on the GPU machine:
+
+    python tools/config_ab.py --shapes 5120x4096 --ms 1,8 --configs "[0,0,0,0,512];[0,0,0,0,1536]" [--out DIR]
+
+A config is the configured op's list [k_split, warps, tiles_per_block, blocks_per_sm, flags,
+smem_stages]; "default" is the fused op's own plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from sglang_fp8ext import linear, tune  # noqa: E402
+from sglang_fp8ext.bench import git_commit, make_weight, parse_shapes, time_in_graph  # noqa: E402
+
+
+def parse_configs(text):
+    out = []
+    for item in text.split(";"):
+        item = item.strip()
+        out.append((item, None if item == "default" else json.loads(item)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default="5120x4096,4608x4096,4096x2048")
+    ap.add_argument("--ms", default="1,2,4,8,16")
+    ap.add_argument("--scales", default="fp32", help="fp32, e8m0 or fp32,e8m0")
+    ap.add_argument("--configs", required=True, help='";"-separated JSON lists, or "default"')
+    ap.add_argument("--replays", type=int, default=25)
+    ap.add_argument("--copies", type=int, default=24)
+    ap.add_argument("--out", help="directory for config_ab.json")
+    args = ap.parse_args()
+    device = torch.device("cuda")
+    configs = parse_configs(args.configs)
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    names = [name for name, _ in configs]
+    print(f"{'N':>5} {'K':>5} {'sc':>4} {'M':>3} | " + " | ".join(f"{n[:22]:>22}" for n in names))
+    for n, k in parse_shapes(args.shapes):
+        for scale in args.scales.split(","):
+            e8m0 = scale == "e8m0"
+            count = tune.copies_for(n, k, args.copies, device)
+            weights = [make_weight(n, k, e8m0, device, generator) for _ in range(count)]
+            for m in (int(v) for v in args.ms.split(",")):
+                x = tune.activations(m, k, generator, device)
+                w0, s0, _ = weights[0]
+                unfused = linear.run_path("unfused", None, x, w0, s0, False, None)
+                row = {"N": n, "K": k, "scale": scale, "M": m, "us": {}, "errors": {}}
+                for name, config in configs:
+                    try:
+                        out = linear.run_path("fused", config, x, w0, s0, False, None)
+                        torch.cuda.synchronize()
+                    except RuntimeError as e:
+                        row["errors"][name] = str(e).strip().splitlines()[0][:160]
+                        continue
+                    problem = tune.check_rows(out, unfused, "the unfused path")
+                    if problem:
+                        row["errors"][name] = "wrong result: " + problem
+                        continue
+                    row["us"][name] = round(time_in_graph(
+                        [lambda w=w, s=s, c=config: linear.run_path("fused", c, x, w, s, False, None)
+                         for w, s, _ in weights], args.replays), 3)
+                base = row["us"].get(names[0])
+                cells = []
+                for name in names:
+                    t = row["us"].get(name)
+                    if t is None:
+                        cells.append(f"{'ERR':>22}")
+                    else:
+                        ratio = f" ({t / base:.3f})" if base else ""
+                        cells.append(f"{f'{t:.2f}{ratio}':>22}")
+                print(f"{n:>5} {k:>5} {scale:>4} {m:>3} | " + " | ".join(cells), flush=True)
+                for name, why in row["errors"].items():
+                    print(f"    {name}: {why}", flush=True)
+                rows.append(row)
+            del weights
+            torch.cuda.empty_cache()
+    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+              "configs": names, "rows": rows}
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "config_ab.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    bad = sum(len(r["errors"]) for r in rows)
+    print(f"config_ab: {len(rows)} points, {bad} configs failed or errored")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
