@@ -50,6 +50,9 @@ VARIANTS = {
     # the co-resident variant prefetching the chunks its ring cannot hold into L2 (experiment flags)
     "co_resident_l2_entry": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024],
     "co_resident_l2_after_act": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 2048],
+    "co_resident_l2_entry_evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096],
+    "co_resident_l2_entry_evict_first_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096 | 7],
+    "evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 4096],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

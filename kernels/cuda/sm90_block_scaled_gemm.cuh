@@ -81,6 +81,8 @@ enum GemmFlags : int32_t {
   // entry (1024) or once its activation loads are in flight (2048).
   kL2PrefetchAtEntry = 1024,
   kL2PrefetchAfterActivations = 2048,
+  // Experiment: the wgmma ring kernel's weight copies carry an L2 evict_first policy.
+  kWeightEvictFirst = 4096,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

@@ -159,11 +159,18 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   //    one a tile shorter.
   const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
   const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
+  const bool evict_first = (a.flags & kWeightEvictFirst) != 0;
+  auto copy_chunk = [&](int slot, int c) {
+    const uint32_t dst = ring_address + uint32_t(slot) * chunk_bytes;
+    if (evict_first)
+      tensor_copy_3d_to_shared_hinted(dst, map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, full + 8 * slot,
+                                      l2_policy_evict_first());
+    else
+      tensor_copy_3d_to_shared(dst, map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, full + 8 * slot);
+  };
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
-      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
-        tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                                 kb_begin + c * chunk_blocks, full + 8 * c);
+      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps) copy_chunk(c, c);
     }
     __syncwarp();
   };
@@ -172,7 +179,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   auto prefetch_overflow = [&] {
     if (refill && lane == 0)
       for (int c = slots + warp; c < chunks; c += kWarps)
-        tensor_prefetch_3d_to_l2(map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks);
+        tensor_prefetch_3d_to_l2(map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, l2_policy_evict_last());
   };
   if (a.flags & kL2PrefetchAtEntry) prefetch_overflow();
 
@@ -232,8 +239,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (threadIdx.x == 0 && c + slots < chunks) {
       mbarrier_wait(empty + 8 * slot, (c / slots) & 1);
       mbarrier_arrive_expect_tx(full + 8 * slot, chunk_bytes);
-      tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                               kb_begin + (c + slots) * chunk_blocks, full + 8 * slot);
+      copy_chunk(slot, c + slots);
     }
   };
   auto stream_and_park = [&](auto windows) {
