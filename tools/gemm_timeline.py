@@ -53,6 +53,10 @@ VARIANTS = {
     "co_resident_l2_entry_evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096],
     "co_resident_l2_entry_evict_first_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096 | 7],
     "evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 4096],
+    # experiment: the co-resident variant's first copies held until released or warps x 250 ns
+    "co_resident_delay_3500": [0, 14, 0, 0, TIMELINE_FLAG | 512],
+    "co_resident_delay_5000": [0, 20, 0, 0, TIMELINE_FLAG | 512],
+    "co_resident_delay_5000_stream_alone": [0, 20, 0, 0, TIMELINE_FLAG | 512 | 7],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

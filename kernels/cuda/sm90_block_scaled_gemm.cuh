@@ -120,6 +120,7 @@ struct GemmKernelArgs {
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
   int chunk_blocks, early_chunks;
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
+  int fill_delay_ns;  // experiment, co-resident variant: hold the first copies until released or this late
   CUtensorMap weight_map_short;
 };
 

@@ -117,6 +117,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t empty = full + 8 * uint32_t(layout.slots);             // + 8 * slot, refilled rings only
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const bool delay_fill = WGS == kCoResidentWarpGroups && a.fill_delay_ns > 0;
+  const uint32_t released = shared_address(smem + layout.scale_offset);  // experiment: before the scales land there
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
@@ -147,6 +149,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     mbarrier_init_fence();
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
+    if (delay_fill) mbarrier_init(released, 1);
   }
   __syncthreads();
   allow_next_grid_launch();
@@ -174,7 +177,22 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     }
     __syncwarp();
   };
-  request_chunks(0, early);
+  // Experiment (co-resident): the first copies wait until the CTA is released or fill_delay_ns
+  // after entry, whichever comes first, so that in the steady state (the CTA entered a launch
+  // early) they do not compete with the running CTA's refills. Warp 1 learns of the release.
+  if (delay_fill) {
+    if (warp == 1 && lane == 0) {
+      wait_for_previous_grid();
+      mbarrier_arrive(released);
+    } else if (warp == 0 && lane == 0) {
+      const unsigned long long deadline = global_timer_ns() + unsigned(a.fill_delay_ns);
+      while (!mbarrier_test(released, 0) && global_timer_ns() < deadline) __nanosleep(64);
+      for (int c = 0; c < slots; ++c) copy_chunk(c, c);
+    }
+    __syncwarp();
+  } else {
+    request_chunks(0, early);
+  }
   // The chunks a refilled ring cannot hold yet, into L2, so that the refills read L2.
   auto prefetch_overflow = [&] {
     if (refill && lane == 0)
@@ -188,7 +206,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // The copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
       a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        request_chunks(early, slots);
+        if (!delay_fill) request_chunks(early, slots);
         if (a.flags & kL2PrefetchAfterActivations) prefetch_overflow();
       });
 #pragma unroll
