@@ -75,6 +75,15 @@ def git_commit() -> str:
         return "unknown"
 
 
+def device_uuid(device=None) -> str:
+    """The GPU's UUID: lent machines are different physical GPUs from run to run, and cluster-heavy
+    kernels time differently on them (docs/benchmarks.md), so results name the GPU they ran on."""
+    try:
+        return str(torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device()).uuid)
+    except (AttributeError, RuntimeError, AssertionError):
+        return "unknown"
+
+
 def op_bytes(n: int, k: int, m: int, e8m0: bool, act_bytes: int = 2) -> int:
     scale_bytes = (1 if e8m0 else 4) * ((n + 127) // 128) * (k // 128)
     return n * k + scale_bytes + m * k * act_bytes + m * n * 2
@@ -213,6 +222,7 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
             torch.cuda.empty_cache()
     result = {
         "device": torch.cuda.get_device_name(),
+        "device_uuid": device_uuid(),
         "torch": torch.__version__,
         "git": git_commit(),
         "copy_TBps": copy_tbps,

@@ -34,7 +34,7 @@ from typing import List, NamedTuple, Optional
 import torch
 
 from . import dispatch, linear, reference
-from .bench import git_commit, make_weight, parse_shapes, progress, time_in_graph
+from .bench import device_uuid, git_commit, make_weight, parse_shapes, progress, time_in_graph
 
 DEFAULT_MS = (1, 2, 4, 8, 16, 32)
 K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
@@ -200,6 +200,7 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
     return {
         "device": dev.name,
         "capability": list(dev.capability) if dev.capability else None,
+        "device_uuid": device_uuid(device) if device.type == "cuda" else None,
         "torch": torch.__version__,
         "git": git_commit(),
         "weight_copies_min": copies,

@@ -23,14 +23,18 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sglang_fp8ext import linear, tune  # noqa: E402
-from sglang_fp8ext.bench import git_commit, make_weight, parse_shapes, time_in_graph  # noqa: E402
+from sglang_fp8ext.bench import device_uuid, git_commit, make_weight, parse_shapes, time_in_graph  # noqa: E402
 
 
 def parse_configs(text):
-    out = []
+    """[(name, config)]; a config listed twice (to see whether the order of measurement matters)
+    gets a suffix, so that both measurements are kept."""
+    out, seen = [], {}
     for item in text.split(";"):
         item = item.strip()
-        out.append((item, None if item == "default" else json.loads(item)))
+        seen[item] = seen.get(item, 0) + 1
+        name = item if seen[item] == 1 else f"{item}#{seen[item]}"
+        out.append((name, None if item == "default" else json.loads(item)))
     return out
 
 
@@ -89,7 +93,8 @@ def main():
                 rows.append(row)
             del weights
             torch.cuda.empty_cache()
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+    result = {"device": torch.cuda.get_device_name(), "device_uuid": device_uuid(), "torch": torch.__version__,
+              "git": git_commit(),
               "configs": names, "rows": rows}
     if args.out:
         os.makedirs(args.out, exist_ok=True)

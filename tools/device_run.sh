@@ -17,6 +17,7 @@ if ! MAX_JOBS=16 $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1; then
   exit 1
 fi
 $PY -c "import torch, sglang_fp8ext as fx; print('backend', fx.BUILT_BACKEND, fx.BUILT_DEVICE_ARCHS, 'torch', torch.__version__, torch.cuda.get_device_name())"
+nvidia-smi --query-gpu=uuid,pci.bus_id,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader | tee "$OUT/gpu_identity.txt"
 
 for step in "$@"; do
   case "$step" in

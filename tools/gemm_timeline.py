@@ -47,16 +47,6 @@ VARIANTS = {
     "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies
     "co_resident": [0, 0, 0, 0, TIMELINE_FLAG | 512],  # the wgmma ring kernel's 2-warpgroup, refilled-ring variant
     "co_resident_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 7],
-    # the co-resident variant prefetching the chunks its ring cannot hold into L2 (experiment flags)
-    "co_resident_l2_entry": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024],
-    "co_resident_l2_after_act": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 2048],
-    "co_resident_l2_entry_evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096],
-    "co_resident_l2_entry_evict_first_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 4096 | 7],
-    "evict_first": [0, 0, 0, 0, TIMELINE_FLAG | 4096],
-    # experiment: the co-resident variant's first copies held until released or warps x 250 ns
-    "co_resident_delay_3500": [0, 14, 0, 0, TIMELINE_FLAG | 512],
-    "co_resident_delay_5000": [0, 20, 0, 0, TIMELINE_FLAG | 512],
-    "co_resident_delay_5000_stream_alone": [0, 20, 0, 0, TIMELINE_FLAG | 512 | 7],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],
@@ -187,11 +177,12 @@ def main():
         print("no CUDA device: nothing to measure")
         return 0
     import sglang_fp8ext  # noqa: F401  (registers the ops)
-    from sglang_fp8ext.bench import git_commit, make_weight, time_in_graph
+    from sglang_fp8ext.bench import device_uuid, git_commit, make_weight, time_in_graph
 
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(0)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(), "shuffled": args.shuffled,
+    result = {"device": torch.cuda.get_device_name(), "device_uuid": device_uuid(), "torch": torch.__version__,
+              "git": git_commit(), "shuffled": args.shuffled,
               "copies": args.copies, "rows": []}
     weights_for = {}
     for n, k, m in parse_cases(args.cases):

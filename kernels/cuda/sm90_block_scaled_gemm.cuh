@@ -77,12 +77,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
   // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
   kCoResident = kCoResidentFlag,
-  // Experiment: the co-resident variant prefetches the chunks its ring cannot hold into L2 at
-  // entry (1024) or once its activation loads are in flight (2048).
-  kL2PrefetchAtEntry = 1024,
-  kL2PrefetchAfterActivations = 2048,
-  // Experiment: the wgmma ring kernel's weight copies carry an L2 evict_first policy.
-  kWeightEvictFirst = 4096,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -120,7 +114,6 @@ struct GemmKernelArgs {
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
   int chunk_blocks, early_chunks;
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
-  int fill_delay_ns;  // experiment, co-resident variant: hold the first copies until released or this late
   CUtensorMap weight_map_short;
 };
 

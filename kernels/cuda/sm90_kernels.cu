@@ -190,7 +190,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // >= 4 tiles per CTA, the CTA's weight and activations fit) and the driver encodes its tensor
   // maps; else the mma.sync ring kernel serves M <= 16.
   GemmKernel kernel = nullptr;
-  int32_t wgmma_config_flags = 0;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
@@ -204,7 +203,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
     GemmConfig wgmma_config = p.config;  // from 17 tokens the co-resident flag means nothing
     if (!co_resident) wgmma_config.flags &= ~int32_t(sm90::kCoResident);
-    wgmma_config_flags = wgmma_config.flags;
     plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
                                       [&](int cluster, int64_t smem) -> int64_t {
                                         return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads,
@@ -270,8 +268,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
   a.ring_slots = plan.ring_slots;
-  // experiment: config.warps x 250 ns of fill delay for the co-resident variant
-  a.fill_delay_ns = (plan.wgmma && (wgmma_config_flags & sm90::kCoResident)) ? p.config.warps * 250 : 0;
   a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};

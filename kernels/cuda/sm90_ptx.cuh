@@ -145,35 +145,6 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
       : "memory");
 }
 
-// L2 cache policies (createpolicy): evict_first for bytes read once (a streamed weight), so that
-// they do not push out what will be read again; evict_last for what is fetched ahead of its use.
-__device__ __forceinline__ uint64_t l2_policy_evict_first() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ uint64_t l2_policy_evict_last() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-// tensor_copy_3d_to_shared with an L2 cache policy.
-__device__ __forceinline__ void tensor_copy_3d_to_shared_hinted(uint32_t dst, const void* map, int c0, int c1, int c2,
-                                                                uint32_t bar, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-      "{%2, %3, %4}], [%5], %6;" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
-      : "memory");
-}
-// The same box into the L2 cache only (no shared memory, no barrier): a hint the hardware may
-// drop. A later tensor copy of the box then reads L2 instead of DRAM.
-__device__ __forceinline__ void tensor_prefetch_3d_to_l2(const void* map, int c0, int c1, int c2, uint64_t policy) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile.L2::cache_hint [%0, {%1, %2, %3}], %4;" ::"l"(map),
-               "r"(c0), "r"(c1), "r"(c2), "l"(policy)
-               : "memory");
-}
-
 // ---- wgmma (warpgroup MMA, sm_90a): the wgmma ring kernel ----------------------------------
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): bits 0-13 start address
 // >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63

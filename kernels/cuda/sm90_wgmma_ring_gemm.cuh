@@ -117,8 +117,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t empty = full + 8 * uint32_t(layout.slots);             // + 8 * slot, refilled rings only
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bool delay_fill = WGS == kCoResidentWarpGroups && a.fill_delay_ns > 0;
-  const uint32_t released = shared_address(smem + layout.scale_offset);  // experiment: before the scales land there
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
@@ -149,7 +147,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     mbarrier_init_fence();
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
-    if (delay_fill) mbarrier_init(released, 1);
   }
   __syncthreads();
   allow_next_grid_launch();
@@ -162,53 +159,21 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   //    one a tile shorter.
   const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
   const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
-  const bool evict_first = (a.flags & kWeightEvictFirst) != 0;
-  auto copy_chunk = [&](int slot, int c) {
-    const uint32_t dst = ring_address + uint32_t(slot) * chunk_bytes;
-    if (evict_first)
-      tensor_copy_3d_to_shared_hinted(dst, map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, full + 8 * slot,
-                                      l2_policy_evict_first());
-    else
-      tensor_copy_3d_to_shared(dst, map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, full + 8 * slot);
-  };
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
-      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps) copy_chunk(c, c);
+      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
+        tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                                 kb_begin + c * chunk_blocks, full + 8 * c);
     }
     __syncwarp();
   };
-  // Experiment (co-resident): the first copies wait until the CTA is released or fill_delay_ns
-  // after entry, whichever comes first, so that in the steady state (the CTA entered a launch
-  // early) they do not compete with the running CTA's refills. Warp 1 learns of the release.
-  if (delay_fill) {
-    if (warp == 1 && lane == 0) {
-      wait_for_previous_grid();
-      mbarrier_arrive(released);
-    } else if (warp == 0 && lane == 0) {
-      const unsigned long long deadline = global_timer_ns() + unsigned(a.fill_delay_ns);
-      while (!mbarrier_test(released, 0) && global_timer_ns() < deadline) __nanosleep(64);
-      for (int c = 0; c < slots; ++c) copy_chunk(c, c);
-    }
-    __syncwarp();
-  } else {
-    request_chunks(0, early);
-  }
-  // The chunks a refilled ring cannot hold yet, into L2, so that the refills read L2.
-  auto prefetch_overflow = [&] {
-    if (refill && lane == 0)
-      for (int c = slots + warp; c < chunks; c += kWarps)
-        tensor_prefetch_3d_to_l2(map, 0, tile_begin * kTileRows, kb_begin + c * chunk_blocks, l2_policy_evict_last());
-  };
-  if (a.flags & kL2PrefetchAtEntry) prefetch_overflow();
+  request_chunks(0, early);
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        if (!delay_fill) request_chunks(early, slots);
-        if (a.flags & kL2PrefetchAfterActivations) prefetch_overflow();
-      });
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -257,7 +222,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (threadIdx.x == 0 && c + slots < chunks) {
       mbarrier_wait(empty + 8 * slot, (c / slots) & 1);
       mbarrier_arrive_expect_tx(full + 8 * slot, chunk_bytes);
-      copy_chunk(slot, c + slots);
+      tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                               kb_begin + (c + slots) * chunk_blocks, full + 8 * slot);
     }
   };
   auto stream_and_park = [&](auto windows) {
