@@ -49,7 +49,6 @@ VARIANTS = {
     "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies
     "co_resident": [0, 0, 0, 0, TIMELINE_FLAG | 512],  # the wgmma ring kernel's 2-warpgroup, refilled-ring variant
     "co_resident_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 7],
-    "co_resident_pairs": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 4096],  # experiment: refilled chunks in pairs
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

@@ -81,9 +81,6 @@ enum GemmFlags : int32_t {
   // its (token, block) groups, to time a prologue that brings in 1/2 or 1/4 of the activations.
   kHalfActivations = 1024,
   kQuarterActivations = 2048,
-  // Experiment: the co-resident variant's refilled ring issues its chunks' MMAs in pairs, one
-  // wait per pair.
-  kPipelinedRefill = 4096,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

@@ -260,34 +260,15 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       // apply, release the slot. The other warpgroup's MMAs run while this one waits (issuing the
       // next chunk's before waiting made ptxas serialize the wgmma: warning C7514).
       if constexpr (WGS == kCoResidentWarpGroups) {
-        auto issue = [&](int c, float4 (&P)[kWindows][TOKEN_TILES]) {
+        float4 P[kWindows][TOKEN_TILES];
+        for (int c = 0; c < chunks; ++c) {
           const int slot = c % slots;
           mbarrier_wait(full + 8 * slot, (c / slots) & 1);
           wgmma_block<TOKEN_TILES, kWindows>(P, ring_address + uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK),
                                              b_block(c * WGS + wg), ntiles);
-        };
-        if ((a.flags & kPipelinedRefill) && chunks % 2 == 0 && slots >= 2) {
-          // Chunks in pairs: both chunks' MMAs issued, one wait, so a wgmma group's latency is
-          // paid once per two chunks (reading the first chunk's P while the second's MMAs run
-          // made ptxas serialize the wgmma: C7514).
-          for (int c = 0; c < chunks; c += 2) {
-            float4 P0[kWindows][TOKEN_TILES], P1[kWindows][TOKEN_TILES];
-            issue(c, P0);
-            issue(c + 1, P1);
-            wgmma_wait<0>();
-            apply(c * WGS + wg, P0);
-            apply((c + 1) * WGS + wg, P1);
-            release_and_refill(c);
-            release_and_refill(c + 1);
-          }
-        } else {
-          float4 P[kWindows][TOKEN_TILES];
-          for (int c = 0; c < chunks; ++c) {
-            issue(c, P);
-            wgmma_wait<0>();
-            apply(c * WGS + wg, P);
-            release_and_refill(c);
-          }
+          wgmma_wait<0>();
+          apply(c * WGS + wg, P);
+          release_and_refill(c);
         }
       }
     } else if (per_wg > 0 && per_wg <= kMaxWgBlocks) {
