@@ -166,6 +166,31 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         assert ran >= 2, (n, k, M, ran)
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("n, k, M", [(6144, 4096, 1), (6144, 4096, 5), (6144, 4096, 16), (4096, 12288, 1),
+                                     (4096, 12288, 8)])
+def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, fmt):
+    """sm_90: where a CTA's weight share does not fit the 4-warpgroup wgmma kernel's ring, the
+    default plan is the co-resident variant, which refills its ring (the register kernel served
+    these shapes before): the default's bits are those of the forced co-resident config (flag 512)
+    and not those of the register kernel (flag 32), and all meet the §3.4 contract."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    e8 = fmt == "e8m0"
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    w, ws = rand_weight(n, k, 11), rand_wscale(n, k, e8, 11)
+    x = rand_act((M, k), torch.bfloat16, M + 11)
+    ref = smallm_ref(x, w, ws)
+    xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
+    out = fx.smallm_gemm(xd, wd, wsd)
+    assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
+    co_resident = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
+    assert torch.equal(_bits(out), _bits(co_resident)), "the default is not the co-resident variant"
+    register = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 32])
+    assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
+    assert not torch.equal(_bits(out), _bits(register)), "the default (and flag 512) ran the register kernel"
+
+
 def test_cpu_tensor_to_gpu_path_is_an_error(gpu):
     """A CPU tensor passed to a CUDA path is an error, not a silent copy."""
     w, ws = rand_weight(N, K, 4), rand_wscale(N, K, False, 4)

@@ -42,8 +42,6 @@ VARIANTS = {
     "no_staging": [0, 0, 0, 0, TIMELINE_FLAG | 8],
     "stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 7],  # no MMA, no prologue (epilogue still stamped)
     "no_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 2],
-    "half_activations": [0, 0, 0, 0, TIMELINE_FLAG | 1024],  # the prologue brings in 1/2 of the activations
-    "quarter_activations": [0, 0, 0, 0, TIMELINE_FLAG | 2048],
     "no_weight_decode": [0, 0, 0, 0, TIMELINE_FLAG | 128],  # ring kernel: MMAs on the raw e4m3 bytes
     "no_prologue_no_decode": [0, 0, 0, 0, TIMELINE_FLAG | 2 | 128],
     "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies

@@ -77,10 +77,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
   // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
   kCoResident = kCoResidentFlag,
-  // Diagnostics (garbage output): the prologue quantizes only every 2nd (1024) or 4th (2048) of
-  // its (token, block) groups, to time a prologue that brings in 1/2 or 1/4 of the activations.
-  kHalfActivations = 1024,
-  kQuarterActivations = 2048,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -203,8 +199,7 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
   const int l16 = threadIdx.x & 15;
   const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                   int64_t(kb_begin) * kBlockK + l16 * 8;
-  const int thin = (a.flags & kHalfActivations) ? 2 : (a.flags & kQuarterActivations) ? 4 : 1;  // diagnostics
-  GroupCursor cursor((threadIdx.x >> 4) * thin, (THREADS / 16) * thin, nblocks);
+  GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
   bool hooked = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
     // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in

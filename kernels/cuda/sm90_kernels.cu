@@ -189,6 +189,11 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // register kernel, the wgmma ring kernel serves M <= 32 where its plan applies (plain weights,
   // >= 4 tiles per CTA, the CTA's weight and activations fit) and the driver encodes its tensor
   // maps; else the mma.sync ring kernel serves M <= 16.
+  // The wgmma ring kernel's co-resident variant (M <= 16) runs where the config asks for it, and
+  // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
+  // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
+  // through a refilled ring. There it took 0.53-0.77x the time of the register kernel that served
+  // those shapes before (H200, tools/config_ab.py at d923401, docs/sm90.md).
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -196,23 +201,28 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
-    const bool co_resident = (p.config.flags & sm90::kCoResident) && wgmma_tiles <= 2;
-    kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident)
-                      : wgmma_ring_instance<false>(wgmma_tiles, co_resident);
-    threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
-    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-    GemmConfig wgmma_config = p.config;  // from 17 tokens the co-resident flag means nothing
-    if (!co_resident) wgmma_config.flags &= ~int32_t(sm90::kCoResident);
-    plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
-                                      [&](int cluster, int64_t smem) -> int64_t {
-                                        return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads,
-                                                                                      smem);
-                                      });
-    const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
-    if (plan.cost >= 0 &&
-        !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
-          encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
-      plan = GemmPlan{};
+    const bool asked = (p.config.flags & sm90::kCoResident) != 0;
+    for (int attempt = 0; attempt < 2 && plan.cost < 0; ++attempt) {
+      const bool co_resident = wgmma_tiles <= 2 && (asked || attempt == 1);
+      if (attempt == 1 && (asked || !co_resident)) break;  // nothing else to try
+      kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident)
+                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident);
+      threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
+      if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+      GemmConfig wgmma_config = p.config;  // from 17 tokens the co-resident flag means nothing
+      wgmma_config.flags = co_resident ? (wgmma_config.flags | sm90::kCoResident)
+                                       : (wgmma_config.flags & ~int32_t(sm90::kCoResident));
+      plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
+                                        [&](int cluster, int64_t smem) -> int64_t {
+                                          return LaunchCache::get().max_active_clusters(kernel, device, cluster,
+                                                                                        threads, smem);
+                                        });
+      const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
+      if (plan.cost >= 0 &&
+          !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
+            encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
+        plan = GemmPlan{};
+    }
   }
   if (plan.cost < 0 && !(p.config.flags & sm90::kRegisterPipeline) && token_tiles <= sm90::kMaxRingTokenTiles) {
     kernel = prequant ? ring_instance<true>(token_tiles) : ring_instance<false>(token_tiles);
