@@ -3,6 +3,7 @@
 // per failed check and "checks=N failures=F" last; exits non-zero on any failure.
 #include <cstdio>
 #include <cstdlib>
+#include <array>
 #include <set>
 #include <vector>
 
@@ -422,13 +423,30 @@ static void check_wgmma_ring() {
         for (size_t i = 0; i < owner.size(); ++i) CHECK(owner[i] == 1, "wgmma partition: (tile, block) %zu owned %d times", i, owner[i]);
       }
   // The co-resident variant (flag kCoResidentFlag): up to 16 tokens, 2 warpgroups, at most
-  // kCoResidentSmem bytes, one block per warpgroup per chunk, >= 2 slots (or one per chunk), every
-  // slot's copy at entry, every CTA's K blocks a multiple of 2; none at 32 tokens.
-  GemmConfig co;
-  co.flags = kCoResidentFlag;
+  // kCoResidentSmem bytes (227 KB with kWholeSmemFlag), one block per warpgroup per chunk, >= 2
+  // slots (or one per chunk), every slot's copy at entry, every CTA's K blocks a multiple of 2;
+  // none at 32 tokens. The large shares the launcher hands it (the 4-warpgroup plan does not fit)
+  // are among the shapes.
+  const long long large_shares[][2] = {{6144, 4096}, {12288, 4096}, {4096, 12288}, {8192, 8192}, {7168, 16384}};
+  for (const auto& s : large_shares)
+    for (long long M : {1LL, 8LL, 16LL}) {
+      const GemmPlan four = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, GemmConfig{}, max_clusters);
+      GemmConfig whole;
+      whole.flags = kCoResidentFlag | kWholeSmemFlag;
+      const GemmPlan refilled = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, whole, max_clusters);
+      CHECK(refilled.wgmma, "no whole-smem co-resident plan for %lldx%lld M=%lld", s[0], s[1], M);
+      if (s[0] == 12288 || s[1] == 12288) CHECK(!four.wgmma, "4-warpgroup plan for %lldx%lld", s[0], s[1]);
+    }
   int co_plans = 0;
-  for (const auto& s : shapes)
+  std::vector<std::array<long long, 2>> co_cases[2];
+  for (const auto& s : shapes) co_cases[0].push_back({s[0], s[1]});
+  for (const auto& s : large_shares) co_cases[1].push_back({s[0], s[1]});
+  for (int whole_smem = 0; whole_smem < 2; ++whole_smem)
+  for (const auto& s : co_cases[whole_smem])
     for (long long M : {1LL, 8LL, 16LL, 32LL}) {
+      GemmConfig co;
+      co.flags = kCoResidentFlag | (whole_smem ? kWholeSmemFlag : 0);
+      const long long cap = whole_smem ? 227 * 1024 : kCoResidentSmem;
       const long long N = s[0], K = s[1], KB = K / 128;
       const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, co, max_clusters);
       if (M > 16) {
@@ -440,7 +458,7 @@ static void check_wgmma_ring() {
       const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                        plan.chunk_blocks, plan.warps_k, plan.ring_slots);
       CHECK(plan.warps_k == kCoResidentWarpGroups && plan.chunk_blocks == kCoResidentWarpGroups, "co-resident warps");
-      CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= kCoResidentSmem, "co-resident smem %lld",
+      CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= cap, "co-resident smem %lld",
             (long long)plan.smem_bytes);
       CHECK(layout.slots == plan.ring_slots && (plan.ring_slots >= 2 || plan.ring_slots == layout.chunks),
             "co-resident slots %d of %d", plan.ring_slots, layout.chunks);

@@ -77,6 +77,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
   // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
   kCoResident = kCoResidentFlag,
+  // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
+  // (one CTA per SM; kWholeSmemFlag in the plan).
+  kWholeSmem = kWholeSmemFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

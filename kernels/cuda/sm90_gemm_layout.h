@@ -158,6 +158,10 @@ constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks w
 constexpr int kCoResidentWarpGroups = 2;
 constexpr int kCoResidentFlag = 512;  // GemmConfig.flags bit that asks for it (kCoResident)
 constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved per CTA
+// With kCoResidentFlag: the same 2-warpgroup instance and refilled ring, but with the whole shared
+// memory (one CTA per SM), where even the co-resident ring leaves the activations no room
+// (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
+constexpr int kWholeSmemFlag = 1024;
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 

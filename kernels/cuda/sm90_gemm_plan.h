@@ -214,7 +214,7 @@ inline int wgmma_token_tiles(int64_t M) {
 }
 
 // The co-resident variant (config flag kCoResidentFlag, M <= 16): 2 warpgroups, at most
-// kCoResidentSmem bytes, so that two CTAs share an SM; chunks of one block per warpgroup, as many
+// kCoResidentSmem bytes (the whole shared memory with kWholeSmemFlag), so that two CTAs share an SM; chunks of one block per warpgroup, as many
 // ring slots as fit (>= 2; where the whole share fits, one per chunk) and every one of them
 // requested at entry; every CTA's K blocks a multiple of 2 (the refilled ring's block order).
 template <typename MaxClusters>
@@ -226,7 +226,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   const bool co_resident = (config.flags & kCoResidentFlag) != 0;
   if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
-  const int64_t smem_cap = co_resident && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
+  const bool whole_smem = (config.flags & kWholeSmemFlag) != 0;
+  const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
   const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles);
   const int64_t T = N / 16, KB = K / 128;
   const int64_t tokens = M < 1 ? 1 : M;

@@ -193,7 +193,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
   // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
   // through a refilled ring. There it took 0.53-0.77x the time of the register kernel that served
-  // those shapes before (H200, tools/config_ab.py at d923401, docs/sm90.md).
+  // those shapes before (H200, tools/config_ab.py at d923401, docs/sm90.md). Where even its ring
+  // leaves the activations no room, its instance with the whole shared memory (kWholeSmem).
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -201,17 +202,26 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
-    const bool asked = (p.config.flags & sm90::kCoResident) != 0;
-    for (int attempt = 0; attempt < 2 && plan.cost < 0; ++attempt) {
-      const bool co_resident = wgmma_tiles <= 2 && (asked || attempt == 1);
-      if (attempt == 1 && (asked || !co_resident)) break;  // nothing else to try
+    constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
+    int32_t tries[3];  // the flags of each plan tried, in order
+    int n_tries = 0;
+    if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
+      tries[n_tries++] = p.config.flags & ~kRefilled;
+    } else if (p.config.flags & sm90::kCoResident) {
+      tries[n_tries++] = p.config.flags;
+    } else {
+      tries[n_tries++] = p.config.flags & ~kRefilled;
+      tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
+      tries[n_tries++] = p.config.flags | kRefilled;
+    }
+    for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
+      const bool co_resident = (tries[i] & sm90::kCoResident) != 0;
       kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident)
                         : wgmma_ring_instance<false>(wgmma_tiles, co_resident);
       threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
       if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-      GemmConfig wgmma_config = p.config;  // from 17 tokens the co-resident flag means nothing
-      wgmma_config.flags = co_resident ? (wgmma_config.flags | sm90::kCoResident)
-                                       : (wgmma_config.flags & ~int32_t(sm90::kCoResident));
+      GemmConfig wgmma_config = p.config;
+      wgmma_config.flags = tries[i];
       plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
                                         [&](int cluster, int64_t smem) -> int64_t {
                                           return LaunchCache::get().max_active_clusters(kernel, device, cluster,
