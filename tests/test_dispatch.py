@@ -429,8 +429,11 @@ def test_gpu_scaled_mm_path_vs_float64_reference(gpu, tmp_path, monkeypatch, n, 
             assert_gemm_contract(outh, smallm_ref(xh, w, ws), f"scaled_mm fp16 N={n} K={k} M={m}")
 
 
-def test_gpu_heuristic_takes_scaled_mm_above_8_on_sm90(gpu, tmp_path, monkeypatch):
+def test_gpu_heuristic_takes_scaled_mm_above_16_on_sm90(gpu, tmp_path, monkeypatch):
+    """Without a table, CUDA takes the fused op up to dispatch.CUDA_FUSED_ONLY_MAX_M (16) and
+    cuBLASLt above it where eligible (fp32 scales, N and K multiples of 128)."""
     _require_sm90(gpu)
+    assert dispatch.CUDA_FUSED_ONLY_MAX_M == 16
     monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))  # no table: the heuristic
     dispatch.clear_table_cache()
     calls = []
@@ -439,15 +442,15 @@ def test_gpu_heuristic_takes_scaled_mm_above_8_on_sm90(gpu, tmp_path, monkeypatc
     for n, k, takes in ((4096, 2048, True), (256, 512, True), (512, 256, False)):
         w, ws = rand_weight(n, k, 7), rand_wscale(n, k, False, 7)
         calls.clear()
-        for m in (8, 9, 16, 40):
+        for m in (8, 16, 17, 40):
             x = rand_act((m, k), torch.bfloat16, m)
             out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
             assert_gemm_contract(out, smallm_ref(x, w, ws), f"heuristic N={n} K={k} M={m}")
-        assert calls == ([9, 16, 40] if takes else []), (n, k)
+        assert calls == ([17, 40] if takes else []), (n, k)
     n, k = 4096, 2048
     w, e8 = rand_weight(n, k, 7), rand_wscale(n, k, True, 7)
     calls.clear()
-    fx.fp8_block_linear(rand_act((16, k), torch.bfloat16, 1).to(gpu), w.to(gpu), e8.to(gpu))
+    fx.fp8_block_linear(rand_act((40, k), torch.bfloat16, 1).to(gpu), w.to(gpu), e8.to(gpu))
     assert calls == []  # e8m0 scales: never cuBLASLt
     dispatch.clear_table_cache()
 

@@ -275,6 +275,10 @@ def test_linear_aiter_path_on_rocm_with_a_stand_in(monkeypatch):
 
 
 def test_linear_without_aiter_on_rocm_takes_the_unfused_path(monkeypatch):
+    # The device facts are read (and cached) before torch.version.hip is faked: on a CUDA machine
+    # torch's device_count() would otherwise take its ROCm branch and fail (seen with 2 GPUs).
+    if torch.cuda.is_available():
+        fx.linear.device_info(torch.device("cuda"))
     monkeypatch.setattr(torch.version, "hip", "7.0", raising=False)
     monkeypatch.setattr(fx.linear, "_aiter_checked", True)
     monkeypatch.setattr(fx.linear, "_aiter_module", None)

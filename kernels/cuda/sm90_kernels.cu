@@ -189,12 +189,12 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // register kernel, the wgmma ring kernel serves M <= 32 where its plan applies (plain weights,
   // >= 4 tiles per CTA, the CTA's weight and activations fit) and the driver encodes its tensor
   // maps; else the mma.sync ring kernel serves M <= 16.
-  // The wgmma ring kernel's co-resident variant (M <= 16) runs where the config asks for it; its
-  // instance with the whole shared memory (kWholeSmem: a refilled ring, one CTA per SM) where the
-  // 4-warpgroup kernel's plan does not fit, i.e. a CTA's weight share too large for its shared
-  // memory (6144x4096, 12288x4096, 4096x12288, ...). There it took 0.54-0.78x the time of the
-  // register kernel that served those shapes before, and 0.91-1.01x that of the co-resident
-  // variant proper (H200, tools/config_ab.py at 7bac70a, docs/sm90.md).
+  // The wgmma ring kernel's co-resident variant (M <= 16) runs where the config asks for it, and
+  // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
+  // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
+  // through a refilled ring. There it took 0.53-0.77x the time of the register kernel that served
+  // those shapes before (H200, tools/config_ab.py at d923401, docs/sm90.md). Where even its ring
+  // leaves the activations no room, its instance with the whole shared memory (kWholeSmem).
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -203,7 +203,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
-    int32_t tries[2];  // the flags of each plan tried, in order
+    int32_t tries[3];  // the flags of each plan tried, in order
     int n_tries = 0;
     if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
       tries[n_tries++] = p.config.flags & ~kRefilled;
@@ -211,6 +211,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       tries[n_tries++] = p.config.flags;
     } else {
       tries[n_tries++] = p.config.flags & ~kRefilled;
+      tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
       tries[n_tries++] = p.config.flags | kRefilled;
     }
     for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
