@@ -214,9 +214,10 @@ inline int wgmma_token_tiles(int64_t M) {
 }
 
 // The co-resident variant (config flag kCoResidentFlag, M <= 16): 2 warpgroups, at most
-// kCoResidentSmem bytes (the whole shared memory with kWholeSmemFlag), so that two CTAs share an SM; chunks of one block per warpgroup, as many
-// ring slots as fit (>= 2; where the whole share fits, one per chunk) and every one of them
-// requested at entry; every CTA's K blocks a multiple of 2 (the refilled ring's block order).
+// kCoResidentSmem bytes, so that two CTAs share an SM (with kWholeSmemFlag: the whole shared
+// memory, one CTA per SM); chunks of one block per warpgroup, as many ring slots as fit (>= 2;
+// where the whole share fits, one per chunk) and every one of them requested at entry; every
+// CTA's K blocks a multiple of 2 (the refilled ring's block order).
 template <typename MaxClusters>
 GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
                               const GemmConfig& config, MaxClusters&& max_clusters) {

@@ -192,9 +192,12 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // The wgmma ring kernel's co-resident variant (M <= 16) runs where the config asks for it, and
   // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
   // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
-  // through a refilled ring. There it took 0.53-0.77x the time of the register kernel that served
-  // those shapes before (H200, tools/config_ab.py at d923401, docs/sm90.md). Where even its ring
-  // leaves the activations no room, its instance with the whole shared memory (kWholeSmem).
+  // through a refilled ring; where even its ring leaves the activations no room (M = 16 of
+  // 12288x4096), its instance with the whole shared memory (kWholeSmem). There they took
+  // 0.53-0.78x the time of the register kernel that served those shapes before (H200,
+  // tools/config_ab.py at f3ef7dd and 7bac70a). The whole-shared-memory instance is not tried
+  // first: it was 0.91-0.97x the co-resident variant's time on the largest shares but 1.15-1.17x
+  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7).
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
