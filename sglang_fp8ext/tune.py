@@ -17,7 +17,8 @@ ring kernel's (1-2) or the register kernel's); the plan without the register ker
 stage ([0, 0, 0, 0, 8]), with two staging stages ([0, 0, 0, 0, 0, 2]; for the wgmma ring kernel:
 copies of two K blocks), the register kernel where a ring kernel is the default
 ([0, 0, 0, 0, 32]), spread clusters ([0, 0, 0, 0, 64]) and the wgmma ring kernel's co-resident
-variant with its own plan and with k_split 1 ([0, 0, 0, 0, 512], [1, 0, 0, 0, 512]);
+variant with its own plan, with k_split 1 and with the whole shared memory ([0, 0, 0, 0, 512],
+[1, 0, 0, 0, 512], [0, 0, 0, 0, 1536]);
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.
@@ -41,7 +42,7 @@ K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
 BLOCKS_PER_SM = (0, 2)  # 0: one CTA per SM (the plan), 2: two (no room left for the next launch)
 # sm_90: no staging stage / two stages / the register kernel / spread clusters (bench.DIAGNOSTIC_CONFIGS)
 ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64), (0, 0, 0, 0, 512),
-                   (1, 0, 0, 0, 512))
+                   (1, 0, 0, 0, 512), (0, 0, 0, 0, 512 | 1024))
 TOLERANCE = 4e-3  # SPEC §3.4, relative per row
 MIN_COPIES = 24
 MIN_REPLAYS = 20
