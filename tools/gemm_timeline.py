@@ -62,6 +62,10 @@ VARIANTS = {
     "k_split_1": [1, 0, 0, 0, TIMELINE_FLAG],
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],
     "k_split_4": [4, 0, 0, 0, TIMELINE_FLAG],
+    # no cluster: one CTA per 4 tiles on fewer SMs than the GPU has, each with the whole shared
+    # memory (the co-resident instance, refilled where its share exceeds the ring)
+    "k_split_1_whole_smem": [1, 0, 0, 0, TIMELINE_FLAG | 512 | 1024],
+    "k_split_1_whole_smem_stream_alone": [1, 0, 0, 0, TIMELINE_FLAG | 512 | 1024 | 7],
 }
 
 

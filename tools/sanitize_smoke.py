@@ -5,8 +5,10 @@ whose partials and inbox share shared memory with its ring and activations), bel
 mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too few tiles for
 wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
 register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
-co-resident variant (flag 512). --quick (racecheck): 5120x4096 and
-272x1024 at M = 1 and 24."""
+co-resident variant (flag 512) and its whole-shared-memory instance (flags 512 + 1024, also with
+k_split 1), and a weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
+the refilled ring, and at M = 16 its whole-shared-memory instance). --quick (racecheck): 5120x4096
+and 272x1024 at M = 1 and 24."""
 
 import torch
 
@@ -37,6 +39,9 @@ for n, k in SHAPES:
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32, 3])
                 # the wgmma ring kernel's co-resident variant (a refilled ring for 5120x4096)
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 512])
+                # its whole-shared-memory instance, with the plan's k_split and with k_split 1
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 1536])
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [1, 0, 0, 0, 1536])
             q, s = fx.per1x128_quant(x, e8m0)
             fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
             qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)
@@ -45,5 +50,12 @@ for n, k in SHAPES:
     g = (torch.rand(k, generator=gen) + 0.5).to(torch.bfloat16).to(dev)
     fx.rmsnorm_quant(r, g, 1e-6, False)
     fx.add_rmsnorm_quant(r, r, g, 1e-6, True)
+if '--quick' not in sys.argv:  # a share the 4-warpgroup kernel cannot hold: the default refills its ring
+    n, k = 12288, 4096
+    w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
+    ws = (torch.rand(n // 128, k // 128, generator=gen) * 1e-2 + 1e-3).to(dev)
+    for m in (1, 16):
+        x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
+        fx.smallm_gemm(x, w, ws, False, None)
 torch.cuda.synchronize()
 print("sanitize sweep done")
