@@ -208,10 +208,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
                         (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
     }
   };
-  // Where every warpgroup has the same number (<= kMaxWgBlocks) of blocks (nblocks % WGS == 0, all
-  // the shapes of SPEC §6), a warpgroup issues the MMAs of up to wgmma_blocks_per_wait of its
-  // blocks, each into its own P, before it waits: a wgmma group's latency (a few hundred cycles)
-  // is paid once per round, not per block (one round up to 16 tokens). The sum is still taken in
+  // Where every warpgroup has the same number of blocks (nblocks % WGS == 0, all the shapes of
+  // SPEC §6), a warpgroup issues the MMAs of up to wgmma_blocks_per_wait of its blocks, each into
+  // its own P, before it waits: a wgmma group's latency (a few hundred cycles) is paid once per
+  // round, not per block (one round up to 16 tokens with 4 warpgroups and 16 blocks; a CTA with
+  // more blocks, or 2 warpgroups, takes several rounds). The sum is still taken in
   // block order. The conditions are uniform over the CTA (ptxas serializes wgmma under a branch
   // it cannot prove uniform). The accumulators are sized by the compile-time window count, so
   // that an instance's registers hold only the windows it uses.
@@ -274,7 +275,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
           release_and_refill(c);
         }
       }
-    } else if (per_wg > 0 && per_wg <= kMaxWgBlocks) {
+    } else if (per_wg > 0) {
       for (int first = 0; first < per_wg; first += kPerWait) {
         float4 P[kPerWait][kWindows][TOKEN_TILES];
 #pragma unroll
