@@ -162,7 +162,7 @@ constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved
 // memory (one CTA per SM), where even the co-resident ring leaves the activations no room
 // (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
 constexpr int kWholeSmemFlag = 1024;
-constexpr int kMaxWgBlocks = 8;  // most blocks a warpgroup issues before one wait (P <= 64 registers: wgmma_blocks_per_wait)
+constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
 // First tile of window w: windows are 4 tiles wide and never pass the CTA's last tile, so the
