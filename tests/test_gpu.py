@@ -193,6 +193,31 @@ def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     assert not torch.equal(_bits(out), _bits(register)), f"the default (and flags {flags}) ran the register kernel"
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("n, k, M, co_resident", [(5120, 4096, 1, True), (4096, 2048, 2, True), (4096, 1024, 1, True),
+                                                  (5120, 4096, 3, False), (1536, 4096, 1, False),
+                                                  (2112, 7168, 2, False)])
+def test_sm90_few_tokens_take_the_co_resident_variant(gpu, n, k, M, co_resident, fmt):
+    """sm_90: up to 2 tokens the default is the wgmma kernel's co-resident variant (flag 512) where
+    its plan's K split is at most 2 (the Qwen and small DeepSeek shapes), else the 4-warpgroup
+    kernel (from 3 tokens, and 1536x4096 / 2112x7168, whose co-resident plans split K 8 and 4
+    ways): the default's bits are the forced variant's exactly where it should take it, and both
+    meet the §3.4 contract."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    e8 = fmt == "e8m0"
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    w, ws = rand_weight(n, k, 13), rand_wscale(n, k, e8, 13)
+    x = rand_act((M, k), torch.bfloat16, M + 13)
+    ref = smallm_ref(x, w, ws)
+    xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
+    out = fx.smallm_gemm(xd, wd, wsd)
+    assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
+    forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
+    assert_gemm_contract(forced, ref, f"co-resident variant N={n} K={k} M={M}")
+    assert torch.equal(_bits(out), _bits(forced)) == co_resident, (n, k, M, co_resident)
+
+
 def test_cpu_tensor_to_gpu_path_is_an_error(gpu):
     """A CPU tensor passed to a CUDA path is an error, not a silent copy."""
     w, ws = rand_weight(N, K, 4), rand_wscale(N, K, False, 4)

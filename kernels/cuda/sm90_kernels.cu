@@ -29,6 +29,17 @@ using GemmKernel = void (*)(const GemmKernelArgs);
 template <int TOKEN_TILES>
 constexpr int kWeightPipelineDepth = 3;
 
+// Up to this many tokens the wgmma ring kernel's co-resident variant is tried before the
+// 4-warpgroup kernel, and kept if its plan's K split is at most 2. Its CTA enters a whole launch
+// early and has its weight requested by the time the previous launch ends; with few tokens its
+// slower 2-warpgroup prologue costs little. H200 (tune at fa81278, fp32 and e8m0; tools/config_ab.py
+// in session 8), its time over the 4-warpgroup kernel's at M = 1 / 2: 5120x4096 0.92-0.96 /
+// 0.96-1.00, 4608x4096 0.94-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 / 0.97-0.99, 4096x1024
+// 0.83-0.88 / 0.85, 8192x1024 0.92-0.95 / 0.93-0.96; at M = 4 still 0.93-1.01 and at M = 8
+// 1.01-1.06 on the Qwen shapes. 1536x4096 and 2112x7168, whose co-resident plans take a K split
+// of 4 or more, were 0.99-1.03 (kept on the 4-warpgroup kernel).
+constexpr int64_t kCoResidentFirstTokens = 2;
+
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
   switch (token_tiles) {
@@ -197,7 +208,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // 0.53-0.78x the time of the register kernel that served those shapes before (H200,
   // tools/config_ab.py at f3ef7dd and 7bac70a). The whole-shared-memory instance is not tried
   // first: it was 0.91-0.97x the co-resident variant's time on the largest shares but 1.15-1.17x
-  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7).
+  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7). Up to kCoResidentFirstTokens tokens the
+  // co-resident variant comes first wherever its plan's K split is at most 2.
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -206,13 +218,17 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
-    int32_t tries[3];  // the flags of each plan tried, in order
-    int n_tries = 0;
+    int32_t tries[4];  // the flags of each plan tried, in order
+    int n_tries = 0, first_if_small_cluster = -1;
     if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
       tries[n_tries++] = p.config.flags & ~kRefilled;
     } else if (p.config.flags & sm90::kCoResident) {
       tries[n_tries++] = p.config.flags;
     } else {
+      if (p.M <= kCoResidentFirstTokens) {
+        first_if_small_cluster = n_tries;
+        tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
+      }
       tries[n_tries++] = p.config.flags & ~kRefilled;
       tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
       tries[n_tries++] = p.config.flags | kRefilled;
@@ -230,6 +246,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                           return LaunchCache::get().max_active_clusters(kernel, device, cluster,
                                                                                         threads, smem);
                                         });
+      if (i == first_if_small_cluster && plan.k_split > 2) plan = GemmPlan{};
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
       if (plan.cost >= 0 &&
           !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
