@@ -193,29 +193,54 @@ def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     assert not torch.equal(_bits(out), _bits(register)), f"the default (and flags {flags}) ran the register kernel"
 
 
-@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+def order_revealing_operands(n, k, M, seed):
+    """Operands whose first 16 outputs show the order in which a kernel sums its K blocks: in
+    weight rows 0-15 every K block holds the same e4m3 values, with the sign alternating from
+    block to block; the activations repeat one 128-wide pattern per token, so every block's
+    product P is +-the same; and the fp32 block scales of rows 0-127 come in pairs that differ by
+    a few parts in 2^20. The blocks' terms then nearly cancel, and the fp32 rounding of the
+    partial sums (which differ between 4 and 2 warpgroups, each summing blocks wg, wg + WGS, ...)
+    survives the bf16 output rounding. The other rows are random and dominate each output row's
+    norm, so the §3.4 row contract still applies."""
+    kb = k // 128
+    g = torch.Generator().manual_seed(seed)
+    w = rand_weight(n, k, seed).clone()
+    pattern = (torch.randn(16, 1, 128, generator=g) * 64).clamp(-448, 448).to(torch.float8_e4m3fn).float()
+    sign = torch.tensor([(-1.0) ** b for b in range(kb)]).view(1, kb, 1)
+    w[:16] = (pattern * sign).reshape(16, k).to(torch.float8_e4m3fn)
+    ws = rand_wscale(n, k, False, seed).clone()
+    pairs = kb // 2
+    ws[0, 1:2 * pairs:2] = ws[0, 0:2 * pairs:2] * (1 + torch.randint(1, 8, (pairs,), generator=g).float() * 2.0**-20)
+    x = rand_act((M, 128), torch.bfloat16, seed).repeat(1, kb)
+    return x, w, ws
+
+
 @pytest.mark.parametrize("n, k, M, co_resident", [(5120, 4096, 1, True), (4096, 2048, 2, True), (4096, 1024, 1, True),
                                                   (5120, 4096, 3, False), (1536, 4096, 1, False),
                                                   (2112, 7168, 2, False)])
-def test_sm90_few_tokens_take_the_co_resident_variant(gpu, n, k, M, co_resident, fmt):
+def test_sm90_few_tokens_take_the_co_resident_variant(gpu, n, k, M, co_resident):
     """sm_90: up to 2 tokens the default is the wgmma kernel's co-resident variant (flag 512) where
     its plan's K split is at most 2 (the Qwen and small DeepSeek shapes), else the 4-warpgroup
     kernel (from 3 tokens, and 1536x4096 / 2112x7168, whose co-resident plans split K 8 and 4
-    ways): the default's bits are the forced variant's exactly where it should take it, and both
-    meet the §3.4 contract."""
+    ways). On operands whose bits show the kernels' summation order, the default's bits are the
+    forced variant's exactly where it should take it; both meet the §3.4 contract. (fp32 scales:
+    the choice does not depend on the scale format, and power-of-two scales cannot be made to
+    show the order.)"""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
-    e8 = fmt == "e8m0"
     configured = torch.ops.sgl_fp8._smallm_gemm_configured
-    w, ws = rand_weight(n, k, 13), rand_wscale(n, k, e8, 13)
-    x = rand_act((M, k), torch.bfloat16, M + 13)
+    x, w, ws = order_revealing_operands(n, k, M, 13)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
     out = fx.smallm_gemm(xd, wd, wsd)
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
     forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
     assert_gemm_contract(forced, ref, f"co-resident variant N={n} K={k} M={M}")
-    assert torch.equal(_bits(out), _bits(forced)) == co_resident, (n, k, M, co_resident)
+    same = _bits(out[:, :16]) == _bits(forced[:, :16])
+    if co_resident:
+        assert torch.equal(_bits(out), _bits(forced)), (n, k, M)
+    else:  # ~80 % of the order-revealing outputs differ between the two kernels (a float32 model)
+        assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
 
 
 def test_cpu_tensor_to_gpu_path_is_an_error(gpu):
