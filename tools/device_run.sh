@@ -42,7 +42,7 @@ for step in "$@"; do
       ;;
     suite)
       say "whole suite on the CUDA build"
-      timeout 220 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
+      timeout 420 $PY -m pytest -q -p no:cacheprovider -n 16 -rs tests >"$OUT/pytest_all.txt" 2>&1; echo "rc=$?"
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_all.txt" | head -20
       tail -3 "$OUT/pytest_all.txt"
       ;;
