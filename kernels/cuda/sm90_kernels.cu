@@ -32,12 +32,12 @@ constexpr int kWeightPipelineDepth = 3;
 // Up to this many tokens the wgmma ring kernel's co-resident variant is tried before the
 // 4-warpgroup kernel, and kept if its plan's K split is at most 2. Its CTA enters a whole launch
 // early and has its weight requested by the time the previous launch ends; with few tokens its
-// slower 2-warpgroup prologue costs little. H200 (tune at fa81278, fp32 and e8m0; tools/config_ab.py
-// in session 8), its time over the 4-warpgroup kernel's at M = 1 / 2: 5120x4096 0.92-0.96 /
-// 0.96-1.00, 4608x4096 0.94-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 / 0.97-0.99, 4096x1024
-// 0.83-0.88 / 0.85, 8192x1024 0.92-0.95 / 0.93-0.96; at M = 4 still 0.93-1.01 and at M = 8
-// 1.01-1.06 on the Qwen shapes. 1536x4096 and 2112x7168, whose co-resident plans take a K split
-// of 4 or more, were 0.99-1.03 (kept on the 4-warpgroup kernel).
+// slower 2-warpgroup prologue costs little. H200 (tune at fa81278, fp32 and e8m0;
+// tools/config_ab.py in session 8, fp32), its time over the 4-warpgroup kernel's at M = 1 / 2:
+// 5120x4096 0.95-0.98 / 0.96-1.00, 4608x4096 0.96-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 /
+// 0.97-0.99, 4096x1024 0.83-0.85 / 0.85, 8192x1024 0.93-0.95 / 0.93-0.96; at M = 4 0.97-1.01 and
+// at M = 8 1.01-1.06 on the Qwen shapes. 1536x4096 and 2112x7168, whose co-resident plans take a
+// K split of 8 and 4, were 0.99-1.04 (kept on the 4-warpgroup kernel).
 constexpr int64_t kCoResidentFirstTokens = 2;
 
 template <bool PREQUANT>
