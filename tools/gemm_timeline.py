@@ -157,10 +157,6 @@ def summarise(records):
             "wg0_loop_med": statistics.median(((r[7] >> 32) & 0xFFFF) / 1e3 for r in cur),
             "wg0_loop_mhz": statistics.median(16e3 * ((r[7] >> 48) & 0xFFFF) / max(1, (r[7] >> 32) & 0xFFFF)
                                               for r in cur),
-            # EXPERIMENT: warpgroup 0's first round, SM cycles (thread 0)
-            "exp_issue_cycles_med": statistics.median(((r[7] >> 32) & 0xFFFF) * 16 for r in cur),
-            "exp_wait_cycles_med": statistics.median(((r[7] >> 48) & 0xFFFF) * 16 for r in cur),
-            "exp_loop_cycles_med": statistics.median(((r[7] >> 24) & 0xFF) * 64 for r in cur),
             "landed_at_ready_med": statistics.median(
                 ((r[7] >> 16) & 0xFF) / max(1, (r[7] >> 24) & 0xFF) for r in cur),
         })
@@ -225,9 +221,7 @@ def main():
                   f"exchange {summary.get('exchange_med', float('nan')):.2f}/{summary.get('exchange_max', float('nan')):.2f}  "
                   f"finish {summary.get('finish_med', float('nan')):.2f}  ctas {summary.get('ctas')} on {summary.get('sms')} SMs  "
                   f"tick {summary.get('timer_tick_ns_min')} ns  wg0 loop {summary.get('wg0_loop_med', 0):.2f}  "
-                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}  SM clock {summary.get('wg0_loop_mhz', 0):.0f} MHz"
-                  f"  EXPERIMENT cycles: issue {summary['exp_issue_cycles_med']} wait {summary['exp_wait_cycles_med']} "
-                  f"loop {summary['exp_loop_cycles_med']}", flush=True)
+                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}  SM clock {summary.get('wg0_loop_mhz', 0):.0f} MHz", flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "gemm_timeline.json")
     with open(path, "w") as f:

@@ -189,7 +189,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
   long long loop_begin_cycles = 0;
-  long long experiment_issue_cycles = 0, experiment_wait_cycles = 0;  // EXPERIMENT: the first round's
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
@@ -203,13 +202,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
-      const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 6, 0xFFll);  // EXPERIMENT
-      const unsigned long long issue = min(experiment_issue_cycles >> 4, 0xFFFFll);
-      const unsigned long long waited = min(experiment_wait_cycles >> 4, 0xFFFFll);
-      (void)loop_ns;
+      const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
       timeline_word(a, kTimelineSlots - 1,
                     sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
-                        (loop_cycles << 24) | (issue << 32) | (waited << 48));
+                        (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
     }
   };
   // Where every warpgroup has the same number of blocks (nblocks % WGS == 0, all the shapes of
@@ -282,7 +278,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     } else if (per_wg > 0) {
       for (int first = 0; first < per_wg; first += kPerWait) {
         float4 P[kPerWait][kWindows][TOKEN_TILES];
-        const long long t0 = clock64();
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i) {
           if (first + i < per_wg) {
@@ -291,13 +286,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
             wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
           }
         }
-        const long long t1 = clock64();
         wgmma_wait<0>();
-        const long long t2 = clock64();
-        if (first == 0) {
-          experiment_issue_cycles = t1 - t0;
-          experiment_wait_cycles = t2 - t1;
-        }
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i)
           if (first + i < per_wg) apply(wg + WGS * (first + i), P[i]);
