@@ -236,10 +236,10 @@ def test_sm90_few_tokens_take_the_co_resident_variant(gpu, n, k, M, co_resident)
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
     forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
     assert_gemm_contract(forced, ref, f"co-resident variant N={n} K={k} M={M}")
-    same = _bits(out[:, :16]) == _bits(forced[:, :16])
     if co_resident:
         assert torch.equal(_bits(out), _bits(forced)), (n, k, M)
     else:  # ~80 % of the order-revealing outputs differ between the two kernels (a float32 model)
+        same = _bits(out[:, :16]) == _bits(forced[:, :16])
         assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
 
 
