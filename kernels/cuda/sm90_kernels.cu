@@ -29,8 +29,10 @@ using GemmKernel = void (*)(const GemmKernelArgs);
 template <int TOKEN_TILES>
 constexpr int kWeightPipelineDepth = 3;
 
-// Up to this many tokens the wgmma ring kernel's co-resident variant is tried before the
-// 4-warpgroup kernel, and kept if its plan's K split is at most 2. Its CTA enters a whole launch
+// Up to this many tokens the kernel's own plan (config k_split 0) tries the wgmma ring kernel's
+// co-resident variant before the 4-warpgroup kernel, and keeps it if its plan's K split is at
+// most 2 (a forced k_split means the 4-warpgroup kernel, unless flag 512 asks for the variant, so
+// that the tune can time both). Its CTA enters a whole launch
 // early and has its weight requested by the time the previous launch ends; with few tokens its
 // slower 2-warpgroup prologue costs little. H200 (tune at fa81278, fp32 and e8m0;
 // tools/config_ab.py in session 8, fp32), its time over the 4-warpgroup kernel's at M = 1 / 2:
@@ -209,7 +211,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // tools/config_ab.py at f3ef7dd and 7bac70a). The whole-shared-memory instance is not tried
   // first: it was 0.91-0.97x the co-resident variant's time on the largest shares but 1.15-1.17x
   // on 6144x4096 (2ddbf22; docs/sm90.md, session 7). Up to kCoResidentFirstTokens tokens the
-  // co-resident variant comes first wherever its plan's K split is at most 2.
+  // kernel's own plan takes the co-resident variant first wherever its K split is at most 2.
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -225,7 +227,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     } else if (p.config.flags & sm90::kCoResident) {
       tries[n_tries++] = p.config.flags;
     } else {
-      if (p.M <= kCoResidentFirstTokens) {
+      if (p.M <= kCoResidentFirstTokens && p.config.k_split == 0) {  // the kernel's own plan only
         first_if_small_cluster = n_tries;
         tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
       }
