@@ -154,14 +154,9 @@ def summarise(records):
             "end_skew": (end - min(r[6] for r in cur)) / 1e3,
             # wgmma ring kernel only (0 elsewhere): warpgroup 0's block loop, and the share of
             # the CTA's chunks already landed when its activations were ready
-            # EXPERIMENT: SM cycles, thread 0 (word 1: prologue steps from the hook; word 7: the loop)
-            "wg0_loop_med": 0.0, "wg0_loop_mhz": 0.0,
-            "exp_quantized_cycles_med": statistics.median(r[1] & 0xFFFF for r in cur),
-            "exp_scales_stored_cycles_med": statistics.median((r[1] >> 16) & 0xFFFF for r in cur),
-            "exp_synced_cycles_med": statistics.median((r[1] >> 32) & 0xFFFF for r in cur),
-            "exp_round_start_cycles_med": statistics.median((r[1] >> 48) & 0xFFFF for r in cur),
-            "exp_round_end_cycles_med": statistics.median((r[7] >> 32) & 0xFFFF for r in cur),
-            "exp_loop_cycles_med": statistics.median((r[7] >> 48) & 0xFFFF for r in cur),
+            "wg0_loop_med": statistics.median(((r[7] >> 32) & 0xFFFF) / 1e3 for r in cur),
+            "wg0_loop_mhz": statistics.median(16e3 * ((r[7] >> 48) & 0xFFFF) / max(1, (r[7] >> 32) & 0xFFFF)
+                                              for r in cur),
             "landed_at_ready_med": statistics.median(
                 ((r[7] >> 16) & 0xFF) / max(1, (r[7] >> 24) & 0xFF) for r in cur),
         })
@@ -226,11 +221,7 @@ def main():
                   f"exchange {summary.get('exchange_med', float('nan')):.2f}/{summary.get('exchange_max', float('nan')):.2f}  "
                   f"finish {summary.get('finish_med', float('nan')):.2f}  ctas {summary.get('ctas')} on {summary.get('sms')} SMs  "
                   f"tick {summary.get('timer_tick_ns_min')} ns  wg0 loop {summary.get('wg0_loop_med', 0):.2f}  "
-                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}"
-                  f"  EXPERIMENT cycles from the hook: quantized {summary['exp_quantized_cycles_med']} scales "
-                  f"{summary['exp_scales_stored_cycles_med']} synced {summary['exp_synced_cycles_med']}; from the loop's "
-                  f"start: round start {summary['exp_round_start_cycles_med']} round end {summary['exp_round_end_cycles_med']} "
-                  f"loop {summary['exp_loop_cycles_med']}", flush=True)
+                  f"landed at ready {summary.get('landed_at_ready_med', 0):.2f}  SM clock {summary.get('wg0_loop_mhz', 0):.0f} MHz", flush=True)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "gemm_timeline.json")
     with open(path, "w") as f:

@@ -174,14 +174,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-  long long exp_hook = 0;  // EXPERIMENT: SM cycles of the prologue's steps (thread 0)
   // The copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        exp_hook = clock64();
-        request_chunks(early, slots);
-      });
-  const long long exp_quantized = clock64();
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -189,12 +184,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   }
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
     unit_scales[i] = load_scale(i);  // beyond 2 x kThreads (tile, block) pairs
-  const long long exp_scaled = clock64();
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
-  long long loop_begin_cycles = 0, exp_round_start = 0, exp_round_end = 0;
+  long long loop_begin_cycles = 0;
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
@@ -207,18 +201,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   auto b_block = [&](int lb) { return act_address + uint32_t(lb * kTokenPad * kBlockK); };
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
-      // EXPERIMENT: word 7 = sm | rank | landed | chunks | first round's end | loop (cycles from the
-      // loop's start); word 1 = the prologue's steps (cycles from the hook) | the first round's start
-      const long long now = clock64();
-      auto field = [](long long v) { return static_cast<unsigned long long>(v < 0 ? 0 : (v > 0xFFFF ? 0xFFFF : v)); };
-      (void)loop_begin_ns;
+      const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
+      const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
       timeline_word(a, kTimelineSlots - 1,
                     sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
-                        (static_cast<unsigned long long>(chunks) << 24) |
-                        (field(exp_round_end - loop_begin_cycles) << 32) | (field(now - loop_begin_cycles) << 48));
-      timeline_word(a, 1,
-                    field(exp_quantized - exp_hook) | (field(exp_scaled - exp_hook) << 16) |
-                        (field(loop_begin_cycles - exp_hook) << 32) | (field(exp_round_start - loop_begin_cycles) << 48));
+                        (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
     }
   };
   // Where every warpgroup has the same number of blocks (nblocks % WGS == 0, all the shapes of
@@ -281,13 +268,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         for (int c = 0; c < chunks; ++c) {
           const int slot = c % slots;
           mbarrier_wait(full + 8 * slot, (c / slots) & 1);
-          if (c == 0) exp_round_start = clock64();
           wgmma_block<TOKEN_TILES, kWindows>(P, ring_address + uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK),
                                              b_block(c * WGS + wg), ntiles);
           wgmma_wait<0>();
           apply(c * WGS + wg, P);
           release_and_refill(c);
-          if (c == 0) exp_round_end = clock64();
         }
       }
     } else if (per_wg > 0) {
@@ -298,7 +283,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
           if (first + i < per_wg) {
             const int lb = wg + WGS * (first + i);
             mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
-            if (first == 0 && i == 0) exp_round_start = clock64();
             wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
           }
         }
@@ -306,7 +290,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i)
           if (first + i < per_wg) apply(wg + WGS * (first + i), P[i]);
-        if (first == 0) exp_round_end = clock64();
       }
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
