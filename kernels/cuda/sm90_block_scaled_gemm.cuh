@@ -195,27 +195,38 @@ struct NoHook {
 // half-warp's group is never before the lower one's, so the warp runs while its lower half has
 // work; an upper half past the end computes on nothing and stores nothing): the shuffles then
 // take the full mask, which spares the divergence checks a per-half mask costs on every one.
-template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Hook>
+// `wait` (the wait for the previous grid) is called once by every thread, after the first
+// batch's addresses are computed and before its loads: the index math (two divisions, 64-bit
+// address products; ~300 instructions of the thread's first batch in the SASS) then runs while
+// the previous grid finishes instead of after it.
+template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Wait, typename Hook>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
-                                                          int nblocks, int rotation, const Hook& hook) {
+                                                          int nblocks, int rotation, const Wait& wait,
+                                                          const Hook& hook) {
   const int l16 = threadIdx.x & 15;
   const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                   int64_t(kb_begin) * kBlockK + l16 * 8;
   GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
-  bool hooked = false;
+  bool hooked = false, waited = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
     // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
     // registers than remembering each group's indices).
     const GroupCursor first = cursor;
-    uint4 raw[BATCH];
+    const uint16_t* src[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
-      raw[i] = make_uint4(0, 0, 0, 0);
-      if (cursor.m < tokens)
-        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+      src[i] = cursor.m < tokens ? x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK
+                                 : nullptr;
       cursor.advance();
     }
+    if (!waited) {
+      wait();
+      waited = true;
+    }
+    uint4 raw[BATCH];
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) raw[i] = src[i] != nullptr ? load_shared_readonly_16B(src[i]) : make_uint4(0, 0, 0, 0);
     if (!hooked) {
       hook();
       hooked = true;
@@ -239,7 +250,8 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       }
     }
   }
-  if (!hooked) hook();  // a warp with no group of its own
+  if (!waited) wait();  // a warp with no group of its own
+  if (!hooked) hook();
 }
 
 // Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 (or copy it, FP8_ACT)
@@ -320,45 +332,59 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 }
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
-// pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
-// the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
-// as f16 (act_f16_offset).
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
+// pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA; `wait` (for the
+// previous grid) is called once by each of them, as late as the loads allow: the padding rows
+// (shared memory only) are cleared before it. No barrier: the caller synchronizes. FP8_ACT:
+// stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else as f16 (act_f16_offset).
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Wait, typename Hook = NoHook>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation,
-                                                      const Hook& hook = {}) {
+                                                      const Wait& wait, const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
   if (a.flags & kSkipPrologue) {
+    wait();
     hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
+    wait();
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
     quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
-                                                                        nblocks, rotation, hook);
+                                                                        nblocks, rotation, wait, hook);
   } else {
     quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                         kb_begin, nblocks, rotation, hook);
+                                                                         kb_begin, nblocks, rotation, wait, hook);
   }
-  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
-// synchronizes the threads that load.
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
+// synchronizes the threads that load. EARLY_INDEX: the first loads' index math runs before the
+// wait (load_activation_slice); the register kernel waits first, as its weight registers leave
+// no room for the addresses across the wait (ptxas spilled more).
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, bool EARLY_INDEX = true,
+          typename Hook = NoHook>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
                                                           unsigned long long issued_ns, const Hook& hook = {}) {
-  wait_for_previous_grid();
-  timeline_stamp(a, 2);
-  timeline_word(a, 0, entry_ns);
-  timeline_word(a, 1, issued_ns);
-  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
   const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
-  load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
-                                                                 rotation, hook);
+  auto wait = [&] {
+    wait_for_previous_grid();
+    timeline_stamp(a, 2);
+    timeline_word(a, 0, entry_ns);
+    timeline_word(a, 1, issued_ns);
+    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
+  };
+  if constexpr (EARLY_INDEX) {
+    load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
+                                                                   rotation, wait, hook);
+  } else {
+    wait();
+    load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
+                                                                   rotation, [] {}, hook);
+  }
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
@@ -617,8 +643,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
 
   // 2. The activations come from the previous kernel.
-  wait_and_load_activations<TOKEN_TILES, PREQUANT, kGemmThreads>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
-                                                                 group, rank, entry_ns, issued_ns);
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kGemmThreads, false, false>(a, act, xs, m_begin, tokens, kb_begin,
+                                                                               nblocks, group, rank, entry_ns, issued_ns);
   __syncthreads();
   timeline_stamp(a, 3);
 
