@@ -63,8 +63,7 @@ VARIANTS = {
     "k_split_2": [2, 0, 0, 0, TIMELINE_FLAG],
     "k_split_4": [4, 0, 0, 0, TIMELINE_FLAG],
     "k_split_1_all_early": [1, 0, 99, 0, TIMELINE_FLAG],  # every copy at entry
-    "k_split_1_co_resident": [1, 0, 0, 0, TIMELINE_FLAG | 512],
-    "exp_wait_first": [0, 0, 0, 0, TIMELINE_FLAG | 2048],  # EXPERIMENT: the old prologue order  # 2 warpgroups, refilled where the share exceeds 113 KB
+    "k_split_1_co_resident": [1, 0, 0, 0, TIMELINE_FLAG | 512],  # 2 warpgroups, refilled where the share exceeds 113 KB
     # no cluster: one CTA per 4 tiles on fewer SMs than the GPU has, each with the whole shared
     # memory (the co-resident instance, refilled where its share exceeds the ring)
     "k_split_1_whole_smem": [1, 0, 0, 0, TIMELINE_FLAG | 512 | 1024],

@@ -80,8 +80,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
   // (one CTA per SM; kWholeSmemFlag in the plan).
   kWholeSmem = kWholeSmemFlag,
-  // EXPERIMENT: wait for the previous grid before the first loads' index math (the old order)
-  kExpWaitFirst = 2048,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -379,7 +377,7 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
     timeline_word(a, 1, issued_ns);
     timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
   };
-  if (EARLY_INDEX && !(a.flags & kExpWaitFirst)) {
+  if constexpr (EARLY_INDEX) {
     load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
                                                                    rotation, wait, hook);
   } else {
