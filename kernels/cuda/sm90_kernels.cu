@@ -2,7 +2,6 @@
 //
 // Torch-free: CI compiles this file alone with nvcc for sm_90a and checks its SASS for FP8
 // tensor-core instructions; setup.py links it into sglang_fp8ext._C on CUDA builds.
-#include <cstdlib>
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
@@ -306,7 +305,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
   a.smem_stages = plan.smem_stages;
-  a.flags = p.config.flags | (std::getenv("SGL_FP8_EXP_WAIT_FIRST") ? 2048 : 0);  // EXPERIMENT
+  a.flags = p.config.flags;
   a.weight_map = weight_map;
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
