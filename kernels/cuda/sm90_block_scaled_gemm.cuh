@@ -80,8 +80,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
   // (one CTA per SM; kWholeSmemFlag in the plan).
   kWholeSmem = kWholeSmemFlag,
-  // EXPERIMENT: wait for the previous grid first even where EARLY_INDEX applies (the old order)
-  kExpWaitFirst = 2048,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -400,7 +398,7 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
     timeline_word(a, 1, issued_ns);
     timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
   };
-  if (EARLY_INDEX && tokens <= kEarlyIndexTokens && !(a.flags & kExpWaitFirst)) {
+  if (EARLY_INDEX && tokens <= kEarlyIndexTokens) {
     load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT, true>(a, act, xs, m_begin, tokens, kb_begin,
                                                                          nblocks, rotation(), wait, hook);
   } else {
