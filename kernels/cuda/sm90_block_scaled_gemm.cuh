@@ -195,46 +195,26 @@ struct NoHook {
 // half-warp's group is never before the lower one's, so the warp runs while its lower half has
 // work; an upper half past the end computes on nothing and stores nothing): the shuffles then
 // take the full mask, which spares the divergence checks a per-half mask costs on every one.
-// EARLY_INDEX: `wait` (the wait for the previous grid) is called once by every thread, after the
-// first batch's addresses are computed and before its loads (wait_and_load_activations says
-// where); else the caller has waited, and each load is issued as its address is computed.
-template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, bool EARLY_INDEX, typename Wait, typename Hook>
+template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Hook>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
-                                                          int nblocks, int rotation, const Wait& wait,
-                                                          const Hook& hook) {
+                                                          int nblocks, int rotation, const Hook& hook) {
   const int l16 = threadIdx.x & 15;
   const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                   int64_t(kb_begin) * kBlockK + l16 * 8;
   GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
-  bool hooked = false, waited = false;
+  bool hooked = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
     // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
     // registers than remembering each group's indices).
     const GroupCursor first = cursor;
     uint4 raw[BATCH];
-    if constexpr (EARLY_INDEX) {
-      const uint16_t* src[BATCH];
 #pragma unroll
-      for (int i = 0; i < BATCH; ++i) {
-        src[i] = cursor.m < tokens ? x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK
-                                   : nullptr;
-        cursor.advance();
-      }
-      if (!waited) {
-        wait();
-        waited = true;
-      }
-#pragma unroll
-      for (int i = 0; i < BATCH; ++i) raw[i] = src[i] != nullptr ? load_shared_readonly_16B(src[i]) : make_uint4(0, 0, 0, 0);
-    } else {
-#pragma unroll
-      for (int i = 0; i < BATCH; ++i) {
-        raw[i] = make_uint4(0, 0, 0, 0);
-        if (cursor.m < tokens)
-          raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
-        cursor.advance();
-      }
+    for (int i = 0; i < BATCH; ++i) {
+      raw[i] = make_uint4(0, 0, 0, 0);
+      if (cursor.m < tokens)
+        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+      cursor.advance();
     }
     if (!hooked) {
       hook();
@@ -259,8 +239,7 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       }
     }
   }
-  if (EARLY_INDEX && !waited) wait();  // a warp with no group of its own
-  if (!hooked) hook();
+  if (!hooked) hook();  // a warp with no group of its own
 }
 
 // Pre-quantized input (scaled_gemm): convert the CTA's K slice of xq to f16 (or copy it, FP8_ACT)
@@ -341,71 +320,45 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 }
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
-// pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA; `wait` (for the
-// previous grid) is called once by each of them, as late as the loads allow (a no-op where the
-// caller has waited). EARLY_INDEX: the padding rows (shared memory only) are cleared and the
-// first loads' addresses computed before the wait; else the padding follows the activations.
-// No barrier: the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring
-// kernel), else as f16 (act_f16_offset).
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT, bool EARLY_INDEX, typename Wait, typename Hook>
+// pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
+// the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
+// as f16 (act_f16_offset).
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation,
-                                                      const Wait& wait, const Hook& hook) {
+                                                      const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
-  constexpr int kRowBytes = FP8_ACT ? kBlockK : 2 * kBlockK;
-  if constexpr (EARLY_INDEX) zero_padding_tokens<THREADS, kTokenPad, kRowBytes>(act, xs, tokens, nblocks);
   if (a.flags & kSkipPrologue) {
-    wait();
     hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
-    wait();
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
-    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, EARLY_INDEX>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                                   kb_begin, nblocks, rotation, wait, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+                                                                        nblocks, rotation, hook);
   } else {
-    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, EARLY_INDEX>(a, act, xs, kTokenPad, m_begin,
-                                                                                    tokens, kb_begin, nblocks, rotation,
-                                                                                    wait, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                         kb_begin, nblocks, rotation, hook);
   }
-  if constexpr (!EARLY_INDEX) zero_padding_tokens<THREADS, kTokenPad, kRowBytes>(act, xs, tokens, nblocks);
+  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
 // synchronizes the threads that load.
-// EARLY_INDEX, up to kEarlyIndexTokens tokens: the padding rows and the first loads' index math
-// (two divisions, 64-bit address products) run before the wait. In the wgmma n8 instance ~500
-// SASS instructions lay between the wait and the first activation load, ~40 so. Measured on the
-// H200 with both orders in one build (docs/sm90.md, session 9): where a CTA enters a launch early
-// and waits (the co-resident variant at M <= 2) the prologue after the release fell from 1.5-1.8
-// to 0.9-1.0 us and the time by up to 8 % (4096x1024); where a CTA enters as the previous grid
-// ends (the 4-warpgroup kernel, M = 4-16) the same order was 4-20 % slower (the launch's end
-// spread out; not explained), so every other kernel and token count waits first, as before.
-constexpr int kEarlyIndexTokens = 2;
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, bool EARLY_INDEX = false,
-          typename Hook = NoHook>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
                                                           unsigned long long issued_ns, const Hook& hook = {}) {
-  auto rotation = [&] { return (group * 7 + rank * 3) % max(1, nblocks); };
-  auto wait = [&] {
-    wait_for_previous_grid();
-    timeline_stamp(a, 2);
-    timeline_word(a, 0, entry_ns);
-    timeline_word(a, 1, issued_ns);
-    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
-  };
-  if (EARLY_INDEX && tokens <= kEarlyIndexTokens) {
-    load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT, true>(a, act, xs, m_begin, tokens, kb_begin,
-                                                                         nblocks, rotation(), wait, hook);
-  } else {
-    wait();
-    load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT, false>(a, act, xs, m_begin, tokens, kb_begin,
-                                                                          nblocks, rotation(), [] {}, hook);
-  }
+  wait_for_previous_grid();
+  timeline_stamp(a, 2);
+  timeline_word(a, 0, entry_ns);
+  timeline_word(a, 1, issued_ns);
+  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
+  const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
+  load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
+                                                                 rotation, hook);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block

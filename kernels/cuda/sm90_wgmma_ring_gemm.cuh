@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
-  wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true, WGS == kCoResidentWarpGroups>(
+  wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
       a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
