@@ -223,10 +223,9 @@ def test_sm90_few_tokens_take_the_co_resident_variant(gpu, n, k, M, co_resident)
     its plan's K split is at most 2 (the Qwen and small DeepSeek shapes), else the 4-warpgroup
     kernel (from 3 tokens, and 1536x4096 / 2112x7168, whose co-resident plans split K 8 and 4
     ways); a forced K split without flag 512 is the 4-warpgroup kernel. On operands whose bits
-    show the kernels' summation order, the default's bits are the
-    forced variant's exactly where it should take it; both meet the §3.4 contract. (fp32 scales:
-    the choice does not depend on the scale format, and power-of-two scales cannot be made to
-    show the order.)"""
+    show the kernels' summation order, the default's bits are the forced variant's exactly where
+    it should take it; both meet the §3.4 contract. (fp32 scales: the choice does not depend on
+    the scale format, and power-of-two scales cannot be made to show the order.)"""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     configured = torch.ops.sgl_fp8._smallm_gemm_configured

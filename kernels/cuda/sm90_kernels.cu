@@ -32,9 +32,9 @@ constexpr int kWeightPipelineDepth = 3;
 // Up to this many tokens the kernel's own plan (config k_split 0) tries the wgmma ring kernel's
 // co-resident variant before the 4-warpgroup kernel, and keeps it if its plan's K split is at
 // most 2 (a forced k_split means the 4-warpgroup kernel, unless flag 512 asks for the variant, so
-// that the tune can time both). Its CTA enters a whole launch
-// early and has its weight requested by the time the previous launch ends; with few tokens its
-// slower 2-warpgroup prologue costs little. H200 (tune at fa81278, fp32 and e8m0;
+// that the tune can time both). Its CTA enters a whole launch early and has its weight requested
+// by the time the previous launch ends; with few tokens its slower 2-warpgroup prologue costs
+// little. H200 (tune at fa81278, fp32 and e8m0;
 // tools/config_ab.py in session 8, fp32), its time over the 4-warpgroup kernel's at M = 1 / 2:
 // 5120x4096 0.95-0.98 / 0.96-1.00, 4608x4096 0.96-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 /
 // 0.97-0.99, 4096x1024 0.83-0.85 / 0.85, 8192x1024 0.93-0.95 / 0.93-0.96; at M = 4 0.97-1.01 and
