@@ -63,7 +63,8 @@ def main():
                 x = tune.activations(m, k, generator, device)
                 w0, s0, _ = weights[0]
                 unfused = linear.run_path("unfused", None, x, w0, s0, False, None)
-                row = {"N": n, "K": k, "scale": scale, "M": m, "us": {}, "errors": {}}
+                row = {"N": n, "K": k, "scale": scale, "M": m, "us": {}, "errors": {}, "same_bits_as_first": {}}
+                first_out = None
                 for name, config in configs:
                     try:
                         out = linear.run_path("fused", config, x, w0, s0, False, None)
@@ -71,6 +72,11 @@ def main():
                     except RuntimeError as e:
                         row["errors"][name] = str(e).strip().splitlines()[0][:160]
                         continue
+                    # Whether the output has the first config's bits (a change meant to keep the
+                    # summation order must; a different K split need not).
+                    if first_out is None:
+                        first_out = out
+                    row["same_bits_as_first"][name] = bool(torch.equal(out, first_out))
                     problem = tune.check_rows(out, unfused, "the unfused path")
                     if problem:
                         row["errors"][name] = "wrong result: " + problem
@@ -101,6 +107,11 @@ def main():
         with open(os.path.join(args.out, "config_ab.json"), "w") as f:
             json.dump(result, f, indent=1)
     bad = sum(len(r["errors"]) for r in rows)
+    for name in names[1:]:
+        differ = [f"{r['N']}x{r['K']} {r['scale']} M={r['M']}" for r in rows
+                  if r["same_bits_as_first"].get(name) is False]
+        print(f"{name}: bits equal to {names[0]}'s at {sum(1 for r in rows if r['same_bits_as_first'].get(name))}"
+              f" points, different at {len(differ)}{': ' + ', '.join(differ[:8]) if differ else ''}")
     print(f"config_ab: {len(rows)} points, {bad} configs failed or errored")
     return 1 if bad else 0
 

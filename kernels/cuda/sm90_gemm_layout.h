@@ -162,6 +162,10 @@ constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved
 // memory (one CTA per SM), where even the co-resident ring leaves the activations no room
 // (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
 constexpr int kWholeSmemFlag = 1024;
+// EXPERIMENT: the cluster exchange without the cluster barrier (M <= 16, K split): every
+// warpgroup stores its partial sums straight into the inbox of the CTA that finishes the tile
+// (st.async, counted on that CTA's inbox mbarrier), which waits for its bytes, not for a barrier.
+constexpr int kDirectExchangeFlag = 2048;
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
@@ -204,17 +208,19 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 //  * the inbox over the activations is written by the cluster's peers only after the cluster
 //    barrier on which every thread arrives after its MMAs (which read the activations).
 struct WgmmaRingSmemLayout {
-  int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, scale_offset, total;
+  int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, inbox_barrier_offset, scale_offset, total;
   int chunks, slots;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
+  bool direct;        // the direct exchange (kDirectExchangeFlag where it applies): an inbox slot per warpgroup
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
-                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0) {
+                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool direct_exchange = false) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
-    const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
-    const int64_t inbox_bytes = max_owned * k_split * kTileRows * token_pad * 4;
     const bool shared = wgmma_inbox_over_activations(token_tiles);
+    direct = direct_exchange && !shared && k_split > 1;
+    const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
+    const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;
     const int64_t xs_end = xs_offset + int64_t(max_blocks) * token_pad * 4;
     inbox_offset = shared ? 0 : xs_end;
@@ -225,7 +231,8 @@ struct WgmmaRingSmemLayout {
     const int64_t red_bytes = int64_t(max_tiles) * warpgroups * kTileRows * token_pad * 4;
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
-    scale_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
+    inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
+    scale_offset = inbox_barrier_offset + (direct ? 8 : 0);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }
 };

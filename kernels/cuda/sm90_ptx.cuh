@@ -125,6 +125,35 @@ __device__ __forceinline__ bool mbarrier_test(uint32_t bar, uint32_t parity) {
       : "memory");
   return done != 0;
 }
+// The same wait with acquire semantics at cluster scope: the phase completes on transactions of
+// peer CTAs' st.async (released at cluster scope), whose data this thread then reads.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+}
+
+// ---- Distributed shared memory (clusters) -----------------------------------------------------
+// The shared::cluster address of this CTA's shared::cta address `address` in cluster CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_address(uint32_t address, uint32_t rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(address), "r"(rank));
+  return out;
+}
+// Two floats into a cluster CTA's shared memory (8-byte aligned shared::cluster address), counted
+// as 8 bytes of transactions on that CTA's mbarrier `bar` (a shared::cluster address in the same
+// CTA). Non-blocking: the receiver learns of the data from its barrier, not the sender.
+__device__ __forceinline__ void store_async_to_cluster(uint32_t address, float x, float y, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(address),
+               "f"(x), "f"(y), "r"(bar)
+               : "memory");
+}
+
 // Global -> this CTA's shared memory, `bytes` (a multiple of 16, both addresses 16-byte aligned)
 // completing as transactions on `bar`. A CTA's own shared::cta address is a valid shared::cluster
 // address.

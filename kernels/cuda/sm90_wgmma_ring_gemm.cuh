@@ -76,6 +76,49 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
 
 // WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
 // co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
+// EXPERIMENT (kDirectExchangeFlag): the finishing CTA's side of the direct exchange. Once its
+// inbox barrier has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them
+// in the order reduce_and_store does (warpgroups in order within a rank, then the ranks in
+// order: the same bits), add the bias, round and store.
+template <int TOKEN_TILES, int WGS>
+__device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, const float* inbox, uint32_t inbox_bar,
+                                                       int tile_begin, int ntiles, int nblocks, int rank, int tokens) {
+  constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  constexpr int kTileOutputs = kTileRows * kTokenPad;
+  if (a.flags & kSkipEpilogue) {  // diagnostics: no stores (the peers' partials are not waited for)
+    timeline_stamp(a, 6);
+    return;
+  }
+  mbarrier_wait_cluster(inbox_bar, 0);
+  timeline_stamp(a, 5);
+  const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
+  const int active_wk = min(WGS, nblocks);
+  const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
+  for (int i = threadIdx.x; !timeline && i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
+    const int row = i % kTileRows, rest = i / kTileRows;
+    const int m = rest % kTokenPad, owned = rest / kTokenPad;
+    if (m >= tokens) continue;
+    const float* slots = inbox + owned * a.k_split * WGS * kTileOutputs + row * kTokenPad + m;
+    float sum = 0.f;
+    for (int r = 0; r < a.k_split; ++r) {
+      const float* rank_slots = slots + r * WGS * kTileOutputs;
+      float part = rank_slots[0];
+      for (int k = 1; k < active_wk; ++k) part += rank_slots[k * kTileOutputs];
+      sum = r == 0 ? part : sum + part;
+    }
+    const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
+    const int64_t o = int64_t(m) * a.N + n;
+    if (a.out_is_fp16) {
+      if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+      static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
+    } else {
+      if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+      static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
+    }
+  }
+  timeline_stamp(a, 6);
+}
+
 template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
@@ -100,7 +143,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int rows = ntiles * kTileRows;
 
   const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks,
-                                   WGS, a.ring_slots);
+                                   WGS, a.ring_slots, (a.flags & kDirectExchangeFlag) != 0);
+  const bool direct = layout.direct;  // EXPERIMENT (kDirectExchangeFlag)
+  const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);  // over the ring, once it is read
@@ -123,7 +168,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (!kInboxOverActivations && a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (!kInboxOverActivations && a.k_split > 1 && !direct) cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -148,10 +193,18 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     for (int c = 0; c < slots; ++c) mbarrier_init(full + 8 * c, 1);
     if (refill)
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
+    if (direct) mbarrier_init(inbox_bar, 1);
     mbarrier_init_fence();
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
+    if (direct) {  // every warpgroup of every rank sends each tile this CTA finishes
+      const int owned = (rank + 1) * ntiles / a.k_split - rank * ntiles / a.k_split;
+      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * WGS * kTileRows * kTokenPad * 4));
+    }
   }
   __syncthreads();
+  // The direct exchange's peers store into this CTA's inbox and count on its barrier: they may do
+  // so once this arrival (after the barrier's initialisation and its fence) is matched by their wait.
+  if (direct) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
@@ -301,6 +354,32 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       }
     }
     record_loop();
+    if (direct) {
+      // EXPERIMENT: no CTA barrier, no parking: each warp stores its tiles' partial sums straight
+      // into inbox slot [owned tile][rank][warpgroup] of the CTA that finishes the tile.
+      cluster_wait();  // the peers have initialised their inbox barriers
+      const uint32_t inbox_address = shared_address(inbox);
+      const int g = lane >> 2;
+#pragma unroll
+      for (int w = 0; w < kWindows; ++w) {
+        const int tile = wgmma_window_tile(w, ntiles) + wq;
+        if (tile < kWindowTiles * w) continue;  // owned by the previous window
+        int owner = a.k_split - 1;
+        while (owner > 0 && owner * ntiles / a.k_split > tile) --owner;
+        const int owned_index = tile - owner * ntiles / a.k_split;
+        const int slot = (owned_index * a.k_split + rank) * WGS + wg;
+        const uint32_t base = inbox_address + uint32_t(slot * kTileRows * kTokenPad + g * kTokenPad + 2 * q) * 4;
+        const uint32_t remote = cluster_address(base, uint32_t(owner));
+        const uint32_t remote_bar = cluster_address(inbox_bar, uint32_t(owner));
+#pragma unroll
+        for (int t = 0; t < TOKEN_TILES; ++t) {
+          store_async_to_cluster(remote + uint32_t(t * kTokensPerTile) * 4, acc[w][t].x, acc[w][t].y, remote_bar);
+          store_async_to_cluster(remote + uint32_t(8 * kTokenPad + t * kTokensPerTile) * 4, acc[w][t].z, acc[w][t].w,
+                                 remote_bar);
+        }
+      }
+      return;
+    }
     // Park each tile once, from the window that owns it (tiles [4w, 4w + 4)); a window that
     // overlaps its predecessor owns only the tiles past it. The partials go over the ring: every
     // chunk has landed (each was waited for by a warpgroup that reads it) and every wgmma that
@@ -324,6 +403,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // thread has arrived here, after its MMAs; reduce_and_store waits for theirs before writing to
   // them. Up to 16 tokens the inbox has its own region and the CTA arrived at entry: arriving
   // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
+  if (direct) {
+    timeline_stamp(a, 4);
+    finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, nblocks, rank, tokens);
+    return;
+  }
   if (kInboxOverActivations && a.k_split > 1) cluster_arrive_release();
   __syncthreads();
   timeline_stamp(a, 4);
