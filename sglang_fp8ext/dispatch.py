@@ -49,9 +49,10 @@ CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(,
 # Flag bits a table may use (sm_90, kernels/cuda/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
 # shared-memory staging stage, 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync
 # ring kernel, 512 = the wgmma ring kernel's co-resident variant, 1024 (with 512) = that variant
-# with the whole shared memory; each gives a correct output.
+# with the whole shared memory, 2048 (with 512) = that variant's exchange through the cluster
+# barrier instead of the direct one (the same bits); each gives a correct output.
 # The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
-TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024
+TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048
 
 
 def table_flags_ok(flags: int) -> bool:

@@ -467,13 +467,62 @@ static void check_wgmma_ring() {
       CHECK(plan.early_chunks == plan.ring_slots, "co-resident copies at entry");
       CHECK(KB % plan.k_split == 0 && (KB / plan.k_split) % kCoResidentWarpGroups == 0, "co-resident blocks");
       const long long red_bytes = (long long)plan.max_tiles_per_cta * plan.warps_k * kTileRows * plan.token_tiles * 8 * 4;
+      const bool direct = plan.k_split > 1;  // the co-resident variant's direct exchange
+      CHECK(layout.direct == direct, "direct exchange where K is split");
       CHECK(layout.barrier_offset - layout.ring_offset >= red_bytes &&
                 layout.barrier_offset - layout.ring_offset >=
                     (long long)layout.slots * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK &&
-                layout.scale_offset - layout.barrier_offset == 8LL * layout.slots * (layout.slots < layout.chunks ? 2 : 1),
+                layout.inbox_barrier_offset - layout.barrier_offset ==
+                    8LL * layout.slots * (layout.slots < layout.chunks ? 2 : 1) &&
+                layout.scale_offset - layout.inbox_barrier_offset == (direct ? 8 : 0),
             "co-resident regions");
+      // The inbox holds a slot per (owned tile, rank, warpgroup), between the activation scales
+      // and the ring, 8-byte aligned (st.async of two floats).
+      const long long token_pad = plan.token_tiles * 8LL;
+      const long long max_owned = (plan.max_tiles_per_cta + plan.k_split - 1) / plan.k_split;
+      const long long inbox_bytes = max_owned * plan.k_split * (direct ? plan.warps_k : 1) * kTileRows * token_pad * 4;
+      CHECK(layout.inbox_offset % 8 == 0 &&
+                layout.inbox_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * token_pad * 4 &&
+                layout.inbox_offset + inbox_bytes <= layout.ring_offset,
+            "co-resident inbox apart");
     }
   CHECK(co_plans >= 10, "co-resident plans: %d", co_plans);
+
+  // The direct exchange: every (rank, warpgroup, tile) of a cluster sends its partials to one
+  // slot of the finishing CTA's inbox, each slot of the inbox is written exactly once, and the
+  // bytes a CTA expects on its inbox barrier (owned tiles x k_split x warpgroups slots) are the
+  // bytes sent to it.
+  for (int k_split = 2; k_split <= kMaxClusterSize; ++k_split)
+    for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * 2; ++ntiles) {
+      const int wgs = kCoResidentWarpGroups, max_owned = (ntiles + k_split - 1) / k_split;
+      std::vector<int> written(size_t(k_split) * size_t(max_owned * k_split * wgs), 0);
+      for (int rank = 0; rank < k_split; ++rank)
+        for (int wg = 0; wg < wgs; ++wg)
+          for (int tile = 0; tile < ntiles; ++tile) {
+            const int owner = exchange_owner(tile, ntiles, k_split);
+            CHECK(owner * ntiles / k_split <= tile && tile < (owner + 1) * ntiles / k_split, "exchange owner");
+            const int owned_index = tile - owner * ntiles / k_split;
+            const int slot = direct_inbox_slot(owned_index, rank, wg, k_split, wgs);
+            CHECK(slot >= 0 && slot < max_owned * k_split * wgs, "direct inbox slot %d", slot);
+            ++written[size_t(owner) * size_t(max_owned * k_split * wgs) + size_t(slot)];
+          }
+      for (int owner = 0; owner < k_split; ++owner) {
+        const int owned = (owner + 1) * ntiles / k_split - owner * ntiles / k_split;
+        int received = 0;
+        for (int slot = 0; slot < max_owned * k_split * wgs; ++slot) {
+          const int w = written[size_t(owner) * size_t(max_owned * k_split * wgs) + size_t(slot)];
+          CHECK(w == (slot < owned * k_split * wgs ? 1 : 0), "inbox slot %d of rank %d written %d times", slot, owner, w);
+          received += w;
+        }
+        CHECK(received == owned * k_split * wgs, "bytes expected on the inbox barrier");
+        // the finishing CTA reads rank r's warpgroups at direct_inbox_slot(owned, r, 0) + wg
+        for (int o = 0; o < owned; ++o)
+          for (int r = 0; r < k_split; ++r)
+            for (int wg = 0; wg < wgs; ++wg)
+              CHECK(direct_inbox_slot(o, r, 0, k_split, wgs) + wg == direct_inbox_slot(o, r, wg, k_split, wgs),
+                    "inbox read order");
+      }
+    }
 }
 
 int main() {

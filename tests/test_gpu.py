@@ -134,8 +134,9 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
     (config flag 32) meet the §3.4 contract; the register kernel's staging depth does not change
     its bits, nor does the register-staging flag (8) change the default's; forced cluster sizes
     (1, 2 with spread clusters, 4) and the wgmma kernel's co-resident variant (flag 512, with its own
-    plan and with k_split 4) meet the contract where they fit. A forced size that fits no
-    kernel is the documented error, and the default plus at least one forced size must run."""
+    plan and with k_split 4) meet the contract where they fit, and the variant's direct exchange
+    gives the bits of its exchange through the cluster barrier (flag 2048). A forced size that fits
+    no kernel is the documented error, and the default plus at least one forced size must run."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     e8 = fmt == "e8m0"
@@ -162,6 +163,9 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
                 assert "no sm_90 GEMM plan fits" in str(e), (config, str(e))
                 continue
             assert_gemm_contract(got, ref, f"config {config} N={n} M={M}")
+            if config[4] & 512:
+                barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
+                assert torch.equal(_bits(barrier), _bits(got)), f"direct and barrier exchanges differ: {config}"
             ran += 1
         assert ran >= 2, (n, k, M, ran)
 
@@ -175,7 +179,8 @@ def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     default plan is the co-resident variant, which refills its ring (the register kernel served
     these shapes before), or where even its ring leaves the activations no room, its instance with
     the whole shared memory (flags 512 | 1024): the default's bits are those of the forced config
-    and not those of the register kernel (flag 32), and all meet the §3.4 contract."""
+    (and of its exchange through the cluster barrier, flag 2048) and not those of the register
+    kernel (flag 32), and all meet the §3.4 contract."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     e8 = fmt == "e8m0"
@@ -188,6 +193,8 @@ def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
     forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, flags])
     assert torch.equal(_bits(out), _bits(forced)), f"the default is not the forced config (flags {flags})"
+    barrier = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, flags | 2048])
+    assert torch.equal(_bits(barrier), _bits(forced)), f"direct and barrier exchanges differ (flags {flags})"
     register = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 32])
     assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
     assert not torch.equal(_bits(out), _bits(register)), f"the default (and flags {flags}) ran the register kernel"

@@ -80,6 +80,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
   // (one CTA per SM; kWholeSmemFlag in the plan).
   kWholeSmem = kWholeSmemFlag,
+  // Not diagnostic (the same bits): with kCoResident, exchange through the cluster barrier, not
+  // directly (kBarrierExchangeFlag in the layout).
+  kBarrierExchange = kBarrierExchangeFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

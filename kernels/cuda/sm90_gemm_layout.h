@@ -162,10 +162,9 @@ constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved
 // memory (one CTA per SM), where even the co-resident ring leaves the activations no room
 // (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
 constexpr int kWholeSmemFlag = 1024;
-// EXPERIMENT: the cluster exchange without the cluster barrier (M <= 16, K split): every
-// warpgroup stores its partial sums straight into the inbox of the CTA that finishes the tile
-// (st.async, counted on that CTA's inbox mbarrier), which waits for its bytes, not for a barrier.
-constexpr int kDirectExchangeFlag = 2048;
+// With kCoResidentFlag: the cluster barrier's exchange (reduce_and_store) instead of the direct
+// one (wgmma_direct_exchange). The same bits; for A/B runs and tests, not offered to tables.
+constexpr int kBarrierExchangeFlag = 2048;
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
@@ -197,10 +196,35 @@ SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
 // measured 0.25-0.35 us faster at M = 1 on the H200).
 SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return token_tiles > 2; }
 
+// The direct exchange (the co-resident variant, K split): each warpgroup stores its partial sums
+// straight into its own slot of the inbox of the CTA that finishes the tile (st.async, counted in
+// bytes on that CTA's inbox mbarrier), which waits for those bytes: no CTA barrier, no parking of
+// the partials, no cluster barrier after the exchange. H200 (tools/config_ab.py at c77baa7, both
+// exchanges in one build, the same bits): 0.92-0.99x the time at M <= 2, where the co-resident
+// variant serves the kernel's own plan (4096x2048 0.92-0.95x, 4096x4096 0.96x); with 4
+// warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) 0.99-1.02x at M = 4-8
+// and 1.03-1.06x at M = 16, so the 4-warpgroup kernel keeps the cluster barrier.
+SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, int token_tiles, int k_split) {
+  return warpgroups == kCoResidentWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
+}
+// The cluster rank that finishes local tile `tile` of a CTA's ntiles: rank r finishes tiles
+// [r * ntiles / k_split, (r + 1) * ntiles / k_split).
+SGL_FP8_HD int exchange_owner(int tile, int ntiles, int k_split) {
+  int owner = k_split - 1;
+  while (owner > 0 && owner * ntiles / k_split > tile) --owner;
+  return owner;
+}
+// The direct exchange's inbox slot (of 16 rows x token_pad fp32) for the partials that warpgroup
+// wg of cluster rank `rank` computed for the finishing CTA's owned_index-th tile.
+SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split, int warpgroups) {
+  return (owned_index * k_split + rank) * warpgroups + wg;
+}
+
 // [activations e4m3 [block][token][128] | inbox fp32 [owned tile][rank][16][token] from 32 tokens]
-// [activation scales fp32 [block][token]][inbox up to 16 tokens]
+// [activation scales fp32 [block][token]][inbox up to 16 tokens: [owned tile][rank]([warpgroup] direct)[16][token]]
 // [ring, 1024-aligned: slots x chunk_blocks blocks x max_tiles x 16 rows x 128 | warpgroup partials]
-// [a "full" mbarrier per slot (and, refilled, an "empty" one per slot)][block scales as loaded [tile][block]]
+// [a "full" mbarrier per slot (and, refilled, an "empty" one per slot)][the inbox's mbarrier, direct exchange]
+// [block scales as loaded [tile][block]]
 // A slot per chunk, or (the co-resident variant) fewer, refilled.
 // A shared region is the larger of its two users, the second written once the first is read:
 //  * the warpgroup partials (fp32 [tile][warpgroup][16][token]) are parked over the ring once
@@ -210,15 +234,15 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 struct WgmmaRingSmemLayout {
   int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, inbox_barrier_offset, scale_offset, total;
   int chunks, slots;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
-  bool direct;        // the direct exchange (kDirectExchangeFlag where it applies): an inbox slot per warpgroup
+  bool direct;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
-                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool direct_exchange = false) {
+                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
     const bool shared = wgmma_inbox_over_activations(token_tiles);
-    direct = direct_exchange && !shared && k_split > 1;
+    direct = wgmma_direct_exchange(warpgroups, token_tiles, k_split) && !barrier_exchange;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;

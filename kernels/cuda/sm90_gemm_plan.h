@@ -247,7 +247,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     };
     auto layout_for = [&](int64_t tiles, int slots) {
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots,
-                                 (config.flags & kDirectExchangeFlag) != 0);
+                                 (config.flags & kBarrierExchangeFlag) != 0);
     };
     // Ring slots: one per chunk, or (co-resident) as many as fit under the cap, 0 if not 2.
     auto slots_for = [&](int64_t tiles) {

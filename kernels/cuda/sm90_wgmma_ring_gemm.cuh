@@ -21,7 +21,9 @@
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k, the partials parked over the ring once it is read (and from 32
-//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout).
+//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout); the co-resident
+//    variant's clusters exchange directly instead (wgmma_direct_exchange: each warpgroup's
+//    partials go by st.async into the finishing CTA's inbox, which waits for their bytes).
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
@@ -76,13 +78,14 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
 
 // WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
 // co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
-// EXPERIMENT (kDirectExchangeFlag): the finishing CTA's side of the direct exchange. Once its
-// inbox barrier has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them
-// in the order reduce_and_store does (warpgroups in order within a rank, then the ranks in
-// order: the same bits), add the bias, round and store.
+// The finishing CTA's side of the direct exchange (wgmma_direct_exchange). Once its inbox barrier
+// has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them in the order
+// reduce_and_store does (within a rank the warpgroups that had K blocks, in order; then the ranks
+// in order: the same bits), add the bias, round and store. Nothing else reads or writes this
+// CTA's shared memory by then, so it may exit as soon as it has stored.
 template <int TOKEN_TILES, int WGS>
 __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, const float* inbox, uint32_t inbox_bar,
-                                                       int tile_begin, int ntiles, int nblocks, int rank, int tokens) {
+                                                       int tile_begin, int ntiles, int rank, int tokens) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kTileOutputs = kTileRows * kTokenPad;
   if (a.flags & kSkipEpilogue) {  // diagnostics: no stores (the peers' partials are not waited for)
@@ -92,16 +95,17 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   mbarrier_wait_cluster(inbox_bar, 0);
   timeline_stamp(a, 5);
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
-  const int active_wk = min(WGS, nblocks);
   const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
   for (int i = threadIdx.x; !timeline && i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
-    const float* slots = inbox + owned * a.k_split * WGS * kTileOutputs + row * kTokenPad + m;
+    const float* cell = inbox + row * kTokenPad + m;
     float sum = 0.f;
     for (int r = 0; r < a.k_split; ++r) {
-      const float* rank_slots = slots + r * WGS * kTileOutputs;
+      const float* rank_slots = cell + direct_inbox_slot(owned, r, 0, a.k_split, WGS) * kTileOutputs;
+      // rank r's warpgroups with K blocks (the others sent zeros, which reduce_and_store leaves out)
+      const int active_wk = min(WGS, (r + 1) * a.kblocks / a.k_split - r * a.kblocks / a.k_split);
       float part = rank_slots[0];
       for (int k = 1; k < active_wk; ++k) part += rank_slots[k * kTileOutputs];
       sum = r == 0 ? part : sum + part;
@@ -143,8 +147,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int rows = ntiles * kTileRows;
 
   const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks,
-                                   WGS, a.ring_slots, (a.flags & kDirectExchangeFlag) != 0);
-  const bool direct = layout.direct;  // EXPERIMENT (kDirectExchangeFlag)
+                                   WGS, a.ring_slots, (a.flags & kBarrierExchangeFlag) != 0);
+  // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
+  const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
@@ -355,8 +360,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     }
     record_loop();
     if (direct) {
-      // EXPERIMENT: no CTA barrier, no parking: each warp stores its tiles' partial sums straight
-      // into inbox slot [owned tile][rank][warpgroup] of the CTA that finishes the tile.
+      // No CTA barrier, no parking: each warp stores its tile's partial sums straight into inbox
+      // slot [owned tile][rank][warpgroup] of the CTA that finishes the tile (itself included).
       cluster_wait();  // the peers have initialised their inbox barriers
       const uint32_t inbox_address = shared_address(inbox);
       const int g = lane >> 2;
@@ -364,10 +369,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       for (int w = 0; w < kWindows; ++w) {
         const int tile = wgmma_window_tile(w, ntiles) + wq;
         if (tile < kWindowTiles * w) continue;  // owned by the previous window
-        int owner = a.k_split - 1;
-        while (owner > 0 && owner * ntiles / a.k_split > tile) --owner;
+        const int owner = exchange_owner(tile, ntiles, a.k_split);
         const int owned_index = tile - owner * ntiles / a.k_split;
-        const int slot = (owned_index * a.k_split + rank) * WGS + wg;
+        const int slot = direct_inbox_slot(owned_index, rank, wg, a.k_split, WGS);
         const uint32_t base = inbox_address + uint32_t(slot * kTileRows * kTokenPad + g * kTokenPad + 2 * q) * 4;
         const uint32_t remote = cluster_address(base, uint32_t(owner));
         const uint32_t remote_bar = cluster_address(inbox_bar, uint32_t(owner));
@@ -405,7 +409,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
   if (direct) {
     timeline_stamp(a, 4);
-    finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, nblocks, rank, tokens);
+    finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, rank, tokens);
     return;
   }
   if (kInboxOverActivations && a.k_split > 1) cluster_arrive_release();
