@@ -6,7 +6,6 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -189,9 +188,7 @@ bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t 
 
 }  // namespace
 
-const char* launch_block_scaled_gemm(const GemmParams& params, void* stream) {
-  GemmParams p = params;  // EXPERIMENT: SGL_FP8_EXP_BARRIER in the environment sets flag 2048 on every launch
-  if (std::getenv("SGL_FP8_EXP_BARRIER")) p.config.flags |= sm90::kBarrierExchangeFlag;
+const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (p.M == 0) return nullptr;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return "cudaGetDevice failed";
