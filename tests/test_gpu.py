@@ -150,7 +150,6 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         out = fx.smallm_gemm(xd, wd, wsd, False, bd)
         assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
         assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 8])), _bits(out))
-        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 2048])), _bits(out))
         register = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 32])
         assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
         for config in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 2]):
@@ -164,8 +163,9 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
                 assert "no sm_90 GEMM plan fits" in str(e), (config, str(e))
                 continue
             assert_gemm_contract(got, ref, f"config {config} N={n} M={M}")
-            barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
-            assert torch.equal(_bits(barrier), _bits(got)), f"exchanges differ: {config} and flag 2048"
+            if config[4] & 512:
+                barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
+                assert torch.equal(_bits(barrier), _bits(got)), f"direct and barrier exchanges differ: {config}"
             ran += 1
         assert ran >= 2, (n, k, M, ran)
 

@@ -449,13 +449,10 @@ __device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TI
 // WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
 // clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
 // its inbox lies over its activations).
-// ASYNC_EXCHANGE (EXPERIMENT, the 4-warpgroup wgmma ring kernel): the sums go to the finishing
-// CTA's inbox by st.async, counted on its mbarrier `inbox_bar` (armed with the bytes it receives),
-// and the CTA waits on that barrier instead of the cluster barrier.
-template <int TOKEN_TILES, int WORKERS = kGemmThreads, bool ASYNC_EXCHANGE = false>
+template <int TOKEN_TILES, int WORKERS = kGemmThreads>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
-                                                 bool worker, uint32_t inbox_bar = 0) {
+                                                 bool worker) {
   namespace cg = cooperative_groups;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
@@ -480,18 +477,11 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     int owner = a.k_split - 1;
     while (owner > 0 && owner * ntiles / a.k_split > local_tile) --owner;
     const int owned_index = local_tile - owner * ntiles / a.k_split;
-    if constexpr (ASYNC_EXCHANGE) {
-      const uint32_t dst = shared_address(inbox + (owned_index * a.k_split + rank) * tile_outputs + within);
-      store_async_to_cluster(cluster_address(dst, uint32_t(owner)), sum, cluster_address(inbox_bar, uint32_t(owner)));
-      continue;
-    }
     float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
                  (owned_index * a.k_split + rank) * tile_outputs + within;
     *reinterpret_cast<float4*>(dst) = sum;
   }
-  if (ASYNC_EXCHANGE) {
-    mbarrier_wait_cluster(inbox_bar, 0);
-  } else if (a.k_split > 1) {
+  if (a.k_split > 1) {
     cluster.sync();
   } else {
     __syncthreads();

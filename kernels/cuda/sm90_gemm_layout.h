@@ -234,8 +234,7 @@ SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split,
 struct WgmmaRingSmemLayout {
   int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, inbox_barrier_offset, scale_offset, total;
   int chunks, slots;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
-  bool direct;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup
-  bool inbox_barrier;  // EXPERIMENT: an mbarrier counting the inbox's bytes (direct, or the 4-warpgroup st.async exchange)
+  bool direct;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
                                  int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
@@ -244,7 +243,6 @@ struct WgmmaRingSmemLayout {
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
     const bool shared = wgmma_inbox_over_activations(token_tiles);
     direct = wgmma_direct_exchange(warpgroups, token_tiles, k_split) && !barrier_exchange;
-    inbox_barrier = k_split > 1 && !shared && !barrier_exchange;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;
@@ -258,7 +256,7 @@ struct WgmmaRingSmemLayout {
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
     inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
-    scale_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);
+    scale_offset = inbox_barrier_offset + (direct ? 8 : 0);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }
 };

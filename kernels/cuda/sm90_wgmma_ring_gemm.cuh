@@ -150,9 +150,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
                                    WGS, a.ring_slots, (a.flags & kBarrierExchangeFlag) != 0);
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
-  // EXPERIMENT: the 4-warpgroup kernel's exchange by st.async onto the inbox barrier (flag 2048: the cluster barrier).
-  const bool async_exchange = WGS == kWgmmaWarpGroups && !kInboxOverActivations && layout.inbox_barrier;
-  const bool inbox_barrier = direct || async_exchange;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
@@ -176,7 +173,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (!kInboxOverActivations && a.k_split > 1 && !inbox_barrier) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (!kInboxOverActivations && a.k_split > 1 && !direct) cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -201,18 +198,18 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     for (int c = 0; c < slots; ++c) mbarrier_init(full + 8 * c, 1);
     if (refill)
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
-    if (inbox_barrier) mbarrier_init(inbox_bar, 1);
+    if (direct) mbarrier_init(inbox_bar, 1);
     mbarrier_init_fence();
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
-    if (inbox_barrier) {  // every rank (direct: every warpgroup of every rank) sends each tile this CTA finishes
+    if (direct) {  // every warpgroup of every rank sends each tile this CTA finishes
       const int owned = (rank + 1) * ntiles / a.k_split - rank * ntiles / a.k_split;
-      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * (direct ? WGS : 1) * kTileRows * kTokenPad * 4));
+      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * WGS * kTileRows * kTokenPad * 4));
     }
   }
   __syncthreads();
   // The direct exchange's peers store into this CTA's inbox and count on its barrier: they may do
   // so once this arrival (after the barrier's initialisation and its fence) is matched by their wait.
-  if (inbox_barrier && !kInboxOverActivations) cluster_arrive_relaxed();
+  if (direct) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
@@ -420,11 +417,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   timeline_stamp(a, 4);
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
-  if (async_exchange)
-    reduce_and_store<TOKEN_TILES, kThreads, true>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true,
-                                                  inbox_bar);
-  else
-    reduce_and_store<TOKEN_TILES, kThreads>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
+  reduce_and_store<TOKEN_TILES, kThreads>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
 }
 
 }  // namespace sgl_fp8::sm90
