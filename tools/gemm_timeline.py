@@ -178,6 +178,7 @@ def main():
     parser.add_argument("--copies", type=int, default=24)
     parser.add_argument("--replays", type=int, default=5)
     parser.add_argument("--shuffled", action="store_true", help="read the weights as AITER-shuffled (random bytes either way: timing only)")
+    parser.add_argument("--e8m0", action="store_true", help="e8m0 block scales (SPEC §3.2 activations) instead of fp32")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
@@ -188,14 +189,14 @@ def main():
     device = torch.device("cuda")
     gen = torch.Generator(device=device).manual_seed(0)
     result = {"device": torch.cuda.get_device_name(), "device_uuid": device_uuid(), "torch": torch.__version__,
-              "git": git_commit(), "shuffled": args.shuffled,
+              "git": git_commit(), "shuffled": args.shuffled, "scale": "e8m0" if args.e8m0 else "fp32",
               "copies": args.copies, "rows": []}
     weights_for = {}
     for n, k, m in parse_cases(args.cases):
         if (n, k) not in weights_for:
             weights_for.clear()
             torch.cuda.empty_cache()
-            weights_for[(n, k)] = [make_weight(n, k, False, device, gen)[:2] for _ in range(args.copies)]
+            weights_for[(n, k)] = [make_weight(n, k, args.e8m0, device, gen)[:2] for _ in range(args.copies)]
         weights = weights_for[(n, k)]
         x = torch.randn(m, k, generator=gen, device=device).to(torch.bfloat16)
         plain_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8.smallm_gemm(x, w, s, args.shuffled, None)

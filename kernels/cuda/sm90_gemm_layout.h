@@ -199,11 +199,12 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 // The direct exchange (the co-resident variant, K split): each warpgroup stores its partial sums
 // straight into its own slot of the inbox of the CTA that finishes the tile (st.async, counted in
 // bytes on that CTA's inbox mbarrier), which waits for those bytes: no CTA barrier, no parking of
-// the partials, no cluster barrier after the exchange. H200 (tools/config_ab.py at c77baa7, both
-// exchanges in one build, the same bits): 0.92-0.99x the time at M <= 2, where the co-resident
-// variant serves the kernel's own plan (4096x2048 0.92-0.95x, 4096x4096 0.96x); with 4
-// warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) 0.99-1.02x at M = 4-8
-// and 1.03-1.06x at M = 16, so the 4-warpgroup kernel keeps the cluster barrier.
+// the partials, no cluster barrier after the exchange. H200, tools/config_ab.py, both exchanges
+// in one build, the same bits, two runs on two machines (c77baa7, 5ff71b6), at M <= 2 where the
+// co-resident variant serves the kernel's own plan: 0.93-0.99x the time on 4096x2048, 4096x4096
+// and 4096x1024; 4608x4096 0.98-1.00x; 5120x4096 0.99x in one run and 1.01-1.03x in the other. With 4
+// warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) it took 0.99-1.02x at
+// M = 4-8 and 1.03-1.06x at M = 16, so the 4-warpgroup kernel keeps the cluster barrier.
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, int token_tiles, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
 }

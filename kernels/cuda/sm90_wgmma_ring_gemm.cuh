@@ -76,8 +76,6 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
   return blocks < kMaxWgBlocks ? blocks : kMaxWgBlocks;
 }
 
-// WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
-// co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
 // The finishing CTA's side of the direct exchange (wgmma_direct_exchange). Once its inbox barrier
 // has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them in the order
 // reduce_and_store does (within a rank the warpgroups that had K blocks, in order; then the ranks
@@ -123,6 +121,8 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   timeline_stamp(a, 6);
 }
 
+// WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
+// co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
 template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
@@ -403,15 +403,15 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   } else {
     if constexpr (kMaxWin >= 3) stream_and_park(std::integral_constant<int, 3>{});
   }
-  // With the inbox over the activations (32 tokens), the cluster's peers may write it once every
-  // thread has arrived here, after its MMAs; reduce_and_store waits for theirs before writing to
-  // them. Up to 16 tokens the inbox has its own region and the CTA arrived at entry: arriving
-  // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
-  if (direct) {
+  if (direct) {  // stamp 4: thread 0 has sent its partials (no CTA barrier before it)
     timeline_stamp(a, 4);
     finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, rank, tokens);
     return;
   }
+  // With the inbox over the activations (32 tokens), the cluster's peers may write it once every
+  // thread has arrived here, after its MMAs; reduce_and_store waits for theirs before writing to
+  // them. Up to 16 tokens the inbox has its own region and the CTA arrived at entry: arriving
+  // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
   if (kInboxOverActivations && a.k_split > 1) cluster_arrive_release();
   __syncthreads();
   timeline_stamp(a, 4);
