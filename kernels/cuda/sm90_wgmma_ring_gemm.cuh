@@ -238,10 +238,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
-    if (i < ntiles * nblocks) unit_scales[i] = scale_regs[r];
+    if (i < ntiles * nblocks) unit_scales[i] = (a.flags & 4096) ? scale_regs[r] : __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));  // EXPERIMENT
   }
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
-    unit_scales[i] = load_scale(i);  // beyond 2 x kThreads (tile, block) pairs
+    unit_scales[i] = (a.flags & 4096) ? load_scale(i) : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));  // EXPERIMENT
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
 #pragma unroll
       for (int w = 0; w < kWindows; ++w) {
-        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], a.e8m0);
+        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], (a.flags & 4096) && a.e8m0);  // EXPERIMENT
 #pragma unroll
         for (int t = 0; t < TOKEN_TILES; ++t) {
           const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
