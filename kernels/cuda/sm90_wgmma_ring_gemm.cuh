@@ -157,7 +157,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);  // over the activations, once they are read
   const uint32_t act_address = shared_address(smem);
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
-  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
+  // The block scales of the CTA's (tile, block) pairs, decoded to fp32 before the MMA loop: decoded
+  // in the loop (an e8m0 byte's NaN and subnormal cases on every use), the e8m0 path took 1.04-1.08x
+  // the time at M = 1 (H200, tools/config_ab.py at 9a8a3b8; the same bits).
+  float* unit_scales = reinterpret_cast<float*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
   const int chunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
   const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
@@ -178,7 +181,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
   //    those fill (the timeline showed ~1.5 us between entry and the end of a blocking scale
-  //    loop). They reach shared memory after the activations, when they have long arrived.
+  //    loop). They reach shared memory (decoded) after the activations, when they have long arrived.
   constexpr int kScaleRegs = 2;
   uint32_t scale_regs[kScaleRegs];
   auto scale_index = [&](int i) {
@@ -238,10 +241,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
-    if (i < ntiles * nblocks) unit_scales[i] = (a.flags & 4096) ? scale_regs[r] : __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));  // EXPERIMENT
+    if (i < ntiles * nblocks) unit_scales[i] = decode_scale_bits(scale_regs[r], a.e8m0);
   }
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
-    unit_scales[i] = (a.flags & 4096) ? load_scale(i) : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));  // EXPERIMENT
+    unit_scales[i] = decode_scale_bits(load_scale(i), a.e8m0);  // beyond 2 x kThreads (tile, block) pairs
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
@@ -300,7 +303,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
 #pragma unroll
       for (int w = 0; w < kWindows; ++w) {
-        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb], (a.flags & 4096) && a.e8m0);  // EXPERIMENT
+        const float ws = unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb];
 #pragma unroll
         for (int t = 0; t < TOKEN_TILES; ++t) {
           const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
