@@ -83,6 +83,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): with kCoResident, exchange through the cluster barrier, not
   // directly (kBarrierExchangeFlag in the layout).
   kBarrierExchange = kBarrierExchangeFlag,
+  // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
+  // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
+  kDecodeScalesInLoop = 4096,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

@@ -157,10 +157,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   float* inbox = reinterpret_cast<float*>(smem + layout.inbox_offset);  // over the activations, once they are read
   const uint32_t act_address = shared_address(smem);
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
-  // The block scales of the CTA's (tile, block) pairs, decoded to fp32 before the MMA loop: decoded
-  // in the loop (an e8m0 byte's NaN and subnormal cases on every use), the e8m0 path took 1.04-1.08x
-  // the time at M = 1 (H200, tools/config_ab.py at 9a8a3b8; the same bits).
-  float* unit_scales = reinterpret_cast<float*>(smem + layout.scale_offset);  // [tile][block]
+  // The block scales of the CTA's (tile, block) pairs, decoded to fp32 bits as they reach shared
+  // memory: decoded on every use in the MMA loop (an e8m0 byte's NaN and subnormal cases), the
+  // e8m0 path took 1.04-1.08x the time at M = 1 (H200, tools/config_ab.py at 9a8a3b8, the same
+  // bits). Flag kDecodeScalesInLoop keeps that order for A/B runs.
+  uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
   const int chunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
   const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
@@ -241,10 +242,13 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
-    if (i < ntiles * nblocks) unit_scales[i] = decode_scale_bits(scale_regs[r], a.e8m0);
+    if (i < ntiles * nblocks)
+      unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? scale_regs[r]
+                                                        : __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));
   }
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
-    unit_scales[i] = decode_scale_bits(load_scale(i), a.e8m0);  // beyond 2 x kThreads (tile, block) pairs
+    unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? load_scale(i)  // beyond 2 x kThreads (tile, block) pairs
+                                                      : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
@@ -303,7 +307,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
 #pragma unroll
       for (int w = 0; w < kWindows; ++w) {
-        const float ws = unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb];
+        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb],
+                                           (a.flags & kDecodeScalesInLoop) && a.e8m0);
 #pragma unroll
         for (int t = 0; t < TOKEN_TILES; ++t) {
           const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
