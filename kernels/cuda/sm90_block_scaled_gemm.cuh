@@ -445,6 +445,18 @@ __device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TI
   }
 }
 
+// Output (m, n) = sum + bias[n], rounded to the output type.
+__device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum, int m, int n) {
+  const int64_t o = int64_t(m) * a.N + n;
+  if (a.out_is_fp16) {
+    if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+    static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
+  } else {
+    if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
+    static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
+  }
+}
+
 // Epilogue, fixed order (bitwise reproducible, no atomics): sum the warps_k partials of each
 // tile in warp order, push the sum into the inbox of the cluster CTA that finishes the tile
 // (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
@@ -504,14 +516,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     float sum = slots[0];
     for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
-    const int64_t o = int64_t(m_begin + m) * a.N + n;
-    if (a.out_is_fp16) {
-      if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
-    } else {
-      if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
-    }
+    store_output(a, sum, m_begin + m, n);
   }
   timeline_stamp(a, 6);
 }

@@ -90,7 +90,7 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
     timeline_stamp(a, 6);
     return;
   }
-  mbarrier_wait_cluster(inbox_bar, 0);
+  mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(inbox_bar, 0);
   timeline_stamp(a, 5);
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
   const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
@@ -109,14 +109,7 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
       sum = r == 0 ? part : sum + part;
     }
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
-    const int64_t o = int64_t(m) * a.N + n;
-    if (a.out_is_fp16) {
-      if (a.bias) sum += fp16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__half*>(a.out)[o] = __float2half_rn(sum);
-    } else {
-      if (a.bias) sum += bf16_bits_to_f32(static_cast<const uint16_t*>(a.bias)[n]);
-      static_cast<__nv_bfloat16*>(a.out)[o] = __float2bfloat16_rn(sum);
-    }
+    store_output(a, sum, m, n);
   }
   timeline_stamp(a, 6);
 }
