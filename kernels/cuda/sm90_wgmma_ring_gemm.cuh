@@ -80,7 +80,9 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
 // has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them in the order
 // reduce_and_store does (within a rank the warpgroups that had K blocks, in order; then the ranks
 // in order: the same bits), add the bias, round and store. Nothing else reads or writes this
-// CTA's shared memory by then, so it may exit as soon as it has stored.
+// CTA's shared memory by then, so it may exit as soon as it has stored; it does not wait for its
+// own st.async to land in its peers (they carry their data, and each peer waits for them before
+// it exits). compute-sanitizer (memcheck, racecheck) is clean over this exchange (session 10).
 template <int TOKEN_TILES, int WGS>
 __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, const float* inbox, uint32_t inbox_bar,
                                                        int tile_begin, int ntiles, int rank, int tokens) {
