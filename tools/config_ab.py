@@ -9,6 +9,11 @@ config's ratio to the first one. Run on the GPU machine:
 
 A config is the configured op's list [k_split, warps, tiles_per_block, blocks_per_sm, flags,
 smem_stages]; "default" is the fused op's own plan.
+
+`--after copy` puts a plain torch copy kernel, which writes the activations, before every GEMM in
+the graph: then the GEMM follows a kernel that does not launch its dependents early, as in a
+model's decode step (a norm, then the projection), and its CTAs cannot enter before that kernel
+has ended. The times are then those of the pair (the same copy for every config).
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ def main():
     ap.add_argument("--configs", required=True, help='";"-separated JSON lists, or "default"')
     ap.add_argument("--replays", type=int, default=25)
     ap.add_argument("--copies", type=int, default=24)
+    ap.add_argument("--after", choices=["none", "copy"], default="none",
+                    help="a kernel before every GEMM: none (back to back), or a torch copy into the activations")
     ap.add_argument("--out", help="directory for config_ab.json")
     args = ap.parse_args()
     device = torch.device("cuda")
@@ -53,6 +60,8 @@ def main():
     generator = torch.Generator(device=device).manual_seed(0)
     rows = []
     names = [name for name, _ in configs]
+    if args.after != "none":
+        print(f"each GEMM after a {args.after} kernel: the times are the pair's")
     print(f"{'N':>5} {'K':>5} {'sc':>4} {'M':>3} | " + " | ".join(f"{n[:22]:>22}" for n in names))
     for n, k in parse_shapes(args.shapes):
         for scale in args.scales.split(","):
@@ -61,6 +70,7 @@ def main():
             weights = [make_weight(n, k, e8m0, device, generator) for _ in range(count)]
             for m in (int(v) for v in args.ms.split(",")):
                 x = tune.activations(m, k, generator, device)
+                x_source = x.clone()  # what the copy before each GEMM (--after copy) writes into x
                 w0, s0, _ = weights[0]
                 unfused = linear.run_path("unfused", None, x, w0, s0, False, None)
                 row = {"N": n, "K": k, "scale": scale, "M": m, "us": {}, "errors": {}, "same_bits_as_first": {}}
@@ -81,9 +91,13 @@ def main():
                     if problem:
                         row["errors"][name] = "wrong result: " + problem
                         continue
+                    def call(w, s, c=config):
+                        if args.after == "copy":
+                            x.copy_(x_source)
+                        return linear.run_path("fused", c, x, w, s, False, None)
+
                     row["us"][name] = round(time_in_graph(
-                        [lambda w=w, s=s, c=config: linear.run_path("fused", c, x, w, s, False, None)
-                         for w, s, _ in weights], args.replays), 3)
+                        [lambda w=w, s=s: call(w, s) for w, s, _ in weights], args.replays), 3)
                 base = row["us"].get(names[0])
                 cells = []
                 for name in names:
@@ -100,7 +114,7 @@ def main():
             del weights
             torch.cuda.empty_cache()
     result = {"device": torch.cuda.get_device_name(), "device_uuid": device_uuid(), "torch": torch.__version__,
-              "git": git_commit(),
+              "git": git_commit(), "after": args.after,
               "configs": names, "rows": rows}
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -125,7 +125,7 @@ for step in "$@"; do
       say "tools/config_ab.py (configs against each other: ${SGL_FP8_AB_CONFIGS:-unset})"
       timeout ${SGL_FP8_AB_TIMEOUT:-200} $PY tools/config_ab.py --out "$OUT" --configs "$SGL_FP8_AB_CONFIGS" \
         --shapes "${SGL_FP8_AB_SHAPES:-5120x4096,4608x4096,4096x2048}" --ms "${SGL_FP8_AB_MS:-1,2,4,8,16}" \
-        --scales "${SGL_FP8_AB_SCALES:-fp32}" >"$OUT/config_ab.txt" 2>&1
+        --scales "${SGL_FP8_AB_SCALES:-fp32}" --after "${SGL_FP8_AB_AFTER:-none}" >"$OUT/config_ab.txt" 2>&1
       echo "rc=$?"; tail -40 "$OUT/config_ab.txt"
       ;;
     probe)

@@ -86,6 +86,11 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
+  // Not diagnostic (the same bits): the wgmma ring kernel's activation prologue computes every
+  // address of a batch before its first load and clears the padding tokens after quantizing, as
+  // before this flag's commit, not each load as its address is known and the padding while the
+  // loads are in flight (for A/B runs).
+  kBatchedPrologueLoads = 8192,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -216,11 +221,27 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
     const GroupCursor first = cursor;
     uint4 raw[BATCH];
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      raw[i] = make_uint4(0, 0, 0, 0);
-      if (cursor.m < tokens)
-        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
-      cursor.advance();
+    for (int i = 0; i < BATCH; ++i) raw[i] = make_uint4(0, 0, 0, 0);
+    if (!FP8_ACT || (a.flags & kBatchedPrologueLoads)) {  // every address of the batch before the first load
+#pragma unroll
+      for (int i = 0; i < BATCH; ++i) {
+        if (cursor.m < tokens)
+          raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+        cursor.advance();
+      }
+    } else {
+      // The wgmma ring kernel: each load as soon as its address is known, and none past the warp's
+      // last group. At a few tokens most of a batch lies past the end, and ptxas put the whole
+      // batch's address math (a 64-bit product each, ~250 instructions) between
+      // griddepcontrol.wait and the first load. (The register kernel keeps the batched order: this
+      // one made ptxas spill in two more of its instances.)
+#pragma unroll
+      for (int i = 0; i < BATCH; ++i) {
+        if (!__any_sync(0xFFFFFFFFu, cursor.m < tokens)) break;  // m only grows
+        if (cursor.m < tokens)
+          raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+        cursor.advance();
+      }
     }
     if (!hooked) {
       hook();
@@ -334,6 +355,15 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
                                                       int tokens, int kb_begin, int nblocks, int rotation,
                                                       const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  auto clear_padding = [&] { zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks); };
+  // The wgmma ring kernel's quantizing path clears the padding while its first activation loads
+  // are in flight (every thread calls the hook once): after the quantization (the other kernels,
+  // and flag kBatchedPrologueLoads) those stores are on the chain from the loads to the CTA barrier.
+  const bool clear_in_hook = FP8_ACT && !PREQUANT && !(a.flags & (kSkipPrologue | kBatchedPrologueLoads));
+  auto hook_and_clear = [&] {
+    hook();
+    if (clear_in_hook) clear_padding();
+  };
   if (a.flags & kSkipPrologue) {
     hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
@@ -341,12 +371,12 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
     quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
-                                                                        nblocks, rotation, hook);
+                                                                        nblocks, rotation, hook_and_clear);
   } else {
     quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                         kb_begin, nblocks, rotation, hook);
+                                                                         kb_begin, nblocks, rotation, hook_and_clear);
   }
-  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
+  if (!clear_in_hook) clear_padding();
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
