@@ -6,7 +6,6 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -189,15 +188,7 @@ bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t 
 
 }  // namespace
 
-const char* launch_block_scaled_gemm(const GemmParams& params, void* stream) {
-  // EXPERIMENT (to be reverted): SGL_FP8_EXP_BATCHED_PROLOGUE sets flag 8192 on every launch;
-  // SGL_FP8_EXP_CO_RESIDENT_TOKENS=N replaces kCoResidentFirstTokens (end-to-end A/B runs).
-  GemmParams p = params;
-  if (std::getenv("SGL_FP8_EXP_BATCHED_PROLOGUE")) p.config.flags |= sm90::kBatchedPrologueLoads;
-  static const int64_t co_resident_first_tokens = [] {
-    const char* v = std::getenv("SGL_FP8_EXP_CO_RESIDENT_TOKENS");
-    return v ? int64_t(std::atoi(v)) : kCoResidentFirstTokens;
-  }();
+const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (p.M == 0) return nullptr;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return "cudaGetDevice failed";
@@ -236,7 +227,7 @@ const char* launch_block_scaled_gemm(const GemmParams& params, void* stream) {
     } else if (p.config.flags & sm90::kCoResident) {
       tries[n_tries++] = p.config.flags;
     } else {
-      if (p.M <= co_resident_first_tokens && p.config.k_split == 0) {  // the kernel's own plan only
+      if (p.M <= kCoResidentFirstTokens && p.config.k_split == 0) {  // the kernel's own plan only
         first_if_small_cluster = n_tries;
         tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
       }
