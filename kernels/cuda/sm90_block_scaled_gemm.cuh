@@ -361,7 +361,7 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   // The wgmma ring kernel up to 16 tokens issues each activation load as soon as its address is
   // known and clears the padding while its first loads are in flight (every thread calls the hook
   // once). H200, tools/config_ab.py against flag kBatchedPrologueLoads at eee2d3b (the same bits):
-  // 0.93-0.98x the time at M <= 4, level at M = 8-16, and 4 to 9 us less per end-to-end decode
+  // 0.93-0.98x the time at M <= 4, 0.97-1.01x at M = 8-16, and 4 to 9 us less per end-to-end decode
   // step at batch 1 and 8. At 32 tokens it was level or slower (4096x2048: 1.02x), and in the
   // register kernel it made ptxas spill in two more instances: those keep the batched order, the
   // padding cleared after quantizing.
