@@ -108,7 +108,8 @@ for step in "$@"; do
     timeline)
       say "tools/gemm_timeline.py (per-CTA phase stamps across back-to-back launches)"
       timeout 150 $PY tools/gemm_timeline.py --out "$OUT" --cases "${SGL_FP8_TIMELINE_CASES:-5120x4096:1,8,32}" \
-        --variants "${SGL_FP8_TIMELINE_VARIANTS:-default,stream_alone,no_prologue}" >"$OUT/timeline.txt" 2>&1
+        --variants "${SGL_FP8_TIMELINE_VARIANTS:-default,stream_alone,no_prologue}" --after "${SGL_FP8_TIMELINE_AFTER:-none}" \
+        >"$OUT/timeline.txt" 2>&1
       echo "rc=$?"; cut -c1-400 "$OUT/timeline.txt" | tail -12
       ;;
     ceiling)

@@ -16,7 +16,7 @@ records of launches 1.. (each has a predecessor) are summarised relative to the 
 launch's last CTA end, so the table shows how much of each launch overlaps the previous one and
 which phase the critical path sits in. Run on the GPU machine:
 
-    python tools/gemm_timeline.py --out DIR [--cases 5120x4096:1,8,32] [--variants default,stream_alone]
+    python tools/gemm_timeline.py --out DIR [--cases 5120x4096:1,8,32] [--variants default,stream_alone] [--after copy]
 """
 
 from __future__ import annotations
@@ -83,13 +83,18 @@ def parse_cases(text):
     return cases
 
 
-def run_graph(x, weights, config, replays, shuffled=False):
+def run_graph(x, weights, config, replays, shuffled=False, after="none"):
     """Replay a graph of one configured launch per weight copy; return its outputs after a final
-    replay into zeroed outputs (records a CTA did not write stay zero)."""
+    replay into zeroed outputs (records a CTA did not write stay zero). after="copy": a torch copy
+    kernel writes x before every launch, as a norm writes a projection's input in a decode step
+    (it does not launch its dependents early: the GEMM's CTAs enter once it has ended)."""
     outs = [None] * len(weights)
+    x_source = x.clone()
 
     def call(i):
         w, s = weights[i]
+        if after == "copy":
+            x.copy_(x_source)
         outs[i] = torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, shuffled, None, config)
 
     side = torch.cuda.Stream()
@@ -182,6 +187,9 @@ def main():
     parser.add_argument("--replays", type=int, default=5)
     parser.add_argument("--shuffled", action="store_true", help="read the weights as AITER-shuffled (random bytes either way: timing only)")
     parser.add_argument("--e8m0", action="store_true", help="e8m0 block scales (SPEC §3.2 activations) instead of fp32")
+    parser.add_argument("--after", choices=["none", "copy"], default="none",
+                        help="copy: a torch copy kernel writes the activations before every GEMM (a decode step's "
+                             "order); the times then include it, the phases are the GEMM's")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to measure")
@@ -193,7 +201,7 @@ def main():
     gen = torch.Generator(device=device).manual_seed(0)
     result = {"device": torch.cuda.get_device_name(), "device_uuid": device_uuid(), "torch": torch.__version__,
               "git": git_commit(), "shuffled": args.shuffled, "scale": "e8m0" if args.e8m0 else "fp32",
-              "copies": args.copies, "rows": []}
+              "copies": args.copies, "after": args.after, "rows": []}
     weights_for = {}
     for n, k, m in parse_cases(args.cases):
         if (n, k) not in weights_for:
@@ -202,7 +210,13 @@ def main():
             weights_for[(n, k)] = [make_weight(n, k, args.e8m0, device, gen)[:2] for _ in range(args.copies)]
         weights = weights_for[(n, k)]
         x = torch.randn(m, k, generator=gen, device=device).to(torch.bfloat16)
-        plain_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8.smallm_gemm(x, w, s, args.shuffled, None)
+        x_source = x.clone()
+
+        def before():  # --after copy: the kernel each GEMM follows
+            if args.after == "copy":
+                x.copy_(x_source)
+
+        plain_us = time_in_graph([lambda w=w, s=s: (before(), torch.ops.sgl_fp8.smallm_gemm(x, w, s, args.shuffled, None))
                                   for w, s in weights], 20)
         for name in args.variants.split(","):
             config = VARIANTS[name]
@@ -211,9 +225,9 @@ def main():
             except RuntimeError as e:  # a forced configuration may not fit this shape
                 print(f"N={n} K={k} M={m} {name}: {str(e).splitlines()[0][:160]}", flush=True)
                 continue
-            timed_us = time_in_graph([lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, args.shuffled, None, config)
-                                      for w, s in weights], 20)
-            summary = summarise(run_graph(x, weights, config, args.replays, args.shuffled))
+            timed_us = time_in_graph([lambda w=w, s=s: (before(), torch.ops.sgl_fp8._smallm_gemm_configured(
+                x, w, s, args.shuffled, None, config)) for w, s in weights], 20)
+            summary = summarise(run_graph(x, weights, config, args.replays, args.shuffled, args.after))
             row = {"N": n, "K": k, "M": m, "variant": name, "config": config, "smallm_gemm_us": plain_us,
                    "timeline_run_us": timed_us, **summary}
             result["rows"].append(row)
