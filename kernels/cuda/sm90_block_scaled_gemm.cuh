@@ -91,6 +91,9 @@ enum GemmFlags : int32_t {
   // quantizing, as before 6d0e18c, not each load as its address is known and the padding while
   // the loads are in flight (for A/B runs; load_activation_slice).
   kBatchedPrologueLoads = 8192,
+  // EXPERIMENT: the wgmma ring kernel requests the copies it held back after its prologue's CTA
+  // barrier (thread 0), not from each warp once its first activation loads are in flight.
+  kCopiesAfterPrologue = 16384,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
