@@ -50,7 +50,9 @@ VARIANTS = {
     # wgmma ring kernel up to 16 tokens: the prologue's batched order (every address of a batch
     # before its first activation load, the padding cleared after quantizing), as before 6d0e18c
     "batched_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 8192],
-    "copies_after_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 16384],  # EXPERIMENT
+    # wgmma ring kernel, large shares up to 16 tokens: the held-back copies from the prologue's hook
+    # (flag 16384), as before the plan's late_copies
+    "hook_copies": [0, 0, 0, 0, TIMELINE_FLAG | 16384],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

@@ -91,9 +91,10 @@ enum GemmFlags : int32_t {
   // quantizing, as before 6d0e18c, not each load as its address is known and the padding while
   // the loads are in flight (for A/B runs; load_activation_slice).
   kBatchedPrologueLoads = 8192,
-  // EXPERIMENT: the wgmma ring kernel requests the copies it held back after its prologue's CTA
-  // barrier (thread 0), not from each warp once its first activation loads are in flight.
-  kCopiesAfterPrologue = 16384,
+  // Not diagnostic (the same bits): the wgmma ring kernel requests the copies it held back from its
+  // prologue's hook even where the plan would request them after the prologue (kHookCopiesFlag in
+  // the layout; for A/B runs).
+  kHookCopies = kHookCopiesFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -131,6 +132,7 @@ struct GemmKernelArgs {
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
   int chunk_blocks, early_chunks;
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
+  int late_copies;  // wgmma ring kernel: the held-back copies after the prologue (GemmPlan::late_copies)
   CUtensorMap weight_map_short;
 };
 

@@ -313,6 +313,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
   a.ring_slots = plan.ring_slots;
+  a.late_copies = plan.late_copies ? 1 : 0;
   a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};
