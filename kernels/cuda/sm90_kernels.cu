@@ -6,7 +6,6 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -192,10 +191,7 @@ bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t 
 
 }  // namespace
 
-const char* launch_block_scaled_gemm(const GemmParams& params, void* stream) {
-  // EXPERIMENT (to be reverted): SGL_FP8_EXP_HOOK_COPIES sets flag 16384 on every launch.
-  GemmParams p = params;
-  if (std::getenv("SGL_FP8_EXP_HOOK_COPIES")) p.config.flags |= sm90::kHookCopiesFlag;
+const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (p.M == 0) return nullptr;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return "cudaGetDevice failed";
