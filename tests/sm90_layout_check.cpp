@@ -406,21 +406,6 @@ static void check_wgmma_ring() {
         CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");
         CHECK(plan.early_chunks >= 1 && plan.early_chunks <= layout.chunks, "early chunks %d of %d", plan.early_chunks,
               layout.chunks);
-        // The held-back copies after the prologue exactly where some are held back, up to 16
-        // tokens, and the CTA's share is at least kLateCopiesMinShare (5120x4096 and 4608x4096 at
-        // M = 5-16; not 4096x2048, whose CTAs own 64 KB); flag kHookCopiesFlag turns it off.
-        const long long share = (long long)plan.max_tiles_per_cta * kTileRows * plan.max_blocks_per_cta * kBlockK;
-        const bool late = plan.token_tiles <= 2 && plan.early_chunks < layout.chunks && share >= kLateCopiesMinShare;
-        CHECK(plan.late_copies == late, "late copies N=%lld K=%lld M=%lld: %d", N, K, M, int(plan.late_copies));
-        if ((N == 5120 || N == 4608) && K == 4096 && M >= 5 && M <= 16) CHECK(plan.late_copies, "late copies on a Qwen shape");
-        if (N == 4096 && K == 2048) CHECK(!plan.late_copies, "late copies on 4096x2048");
-        if (plan.late_copies) {
-          GemmConfig hook;
-          hook.flags = kHookCopiesFlag;
-          const GemmPlan hooked = plan_wgmma_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, hook, max_clusters);
-          CHECK(!hooked.late_copies && hooked.smem_bytes == plan.smem_bytes && hooked.early_chunks == plan.early_chunks,
-                "flag kHookCopiesFlag changes only the copies' order");
-        }
         CHECK(plan.max_tiles_per_cta * kTileRows <= 256, "box rows");
         std::vector<int> owner(size_t(T * KB), 0);
         for (int g = 0; g < plan.row_groups; ++g) {
@@ -479,7 +464,7 @@ static void check_wgmma_ring() {
             (long long)plan.smem_bytes);
       CHECK(layout.slots == plan.ring_slots && (plan.ring_slots >= 2 || plan.ring_slots == layout.chunks),
             "co-resident slots %d of %d", plan.ring_slots, layout.chunks);
-      CHECK(plan.early_chunks == plan.ring_slots && !plan.late_copies, "co-resident copies at entry");
+      CHECK(plan.early_chunks == plan.ring_slots, "co-resident copies at entry");
       CHECK(KB % plan.k_split == 0 && (KB / plan.k_split) % kCoResidentWarpGroups == 0, "co-resident blocks");
       const long long red_bytes = (long long)plan.max_tiles_per_cta * plan.warps_k * kTileRows * plan.token_tiles * 8 * 4;
       const bool direct = plan.k_split > 1;  // the co-resident variant's direct exchange

@@ -47,12 +47,6 @@ VARIANTS = {
     "mma_sync_ring": [0, 0, 0, 0, TIMELINE_FLAG | 256],  # the mma.sync ring kernel where the wgmma one applies
     "co_resident": [0, 0, 0, 0, TIMELINE_FLAG | 512],  # the wgmma ring kernel's 2-warpgroup, refilled-ring variant
     "co_resident_stream_alone": [0, 0, 0, 0, TIMELINE_FLAG | 512 | 7],
-    # wgmma ring kernel up to 16 tokens: the prologue's batched order (every address of a batch
-    # before its first activation load, the padding cleared after quantizing), as before 6d0e18c
-    "batched_prologue": [0, 0, 0, 0, TIMELINE_FLAG | 8192],
-    # wgmma ring kernel, large shares up to 16 tokens: the held-back copies from the prologue's hook
-    # (flag 16384), as before the plan's late_copies
-    "hook_copies": [0, 0, 0, 0, TIMELINE_FLAG | 16384],
     # wgmma ring kernel: K blocks per tensor copy (the plan's default is about 32 KB per copy)
     "chunk_1": [0, 0, 0, 0, TIMELINE_FLAG, 1],
     "chunk_2": [0, 0, 0, 0, TIMELINE_FLAG, 2],

@@ -86,15 +86,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
-  // Not diagnostic (the same bits): the wgmma ring kernel's activation prologue (up to 16 tokens)
-  // computes every address of a batch before its first load and clears the padding tokens after
-  // quantizing, as before 6d0e18c, not each load as its address is known and the padding while
-  // the loads are in flight (for A/B runs; load_activation_slice).
-  kBatchedPrologueLoads = 8192,
-  // Not diagnostic (the same bits): the wgmma ring kernel requests the copies it held back from its
-  // prologue's hook even where the plan would request them after the prologue (kHookCopiesFlag in
-  // the layout; for A/B runs).
-  kHookCopies = kHookCopiesFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -132,7 +123,6 @@ struct GemmKernelArgs {
   // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
   int chunk_blocks, early_chunks;
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
-  int late_copies;  // wgmma ring kernel: the held-back copies after the prologue (GemmPlan::late_copies)
   CUtensorMap weight_map_short;
 };
 
@@ -211,7 +201,7 @@ struct NoHook {
 // half-warp's group is never before the lower one's, so the warp runs while its lower half has
 // work; an upper half past the end computes on nothing and stores nothing): the shuffles then
 // take the full mask, which spares the divergence checks a per-half mask costs on every one.
-template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, bool EARLY_LOADS, typename Hook>
+template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Hook>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation, const Hook& hook) {
@@ -225,28 +215,12 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
     // registers than remembering each group's indices).
     const GroupCursor first = cursor;
     uint4 raw[BATCH];
-    if (!EARLY_LOADS || (a.flags & kBatchedPrologueLoads)) {  // every address of the batch first
 #pragma unroll
-      for (int i = 0; i < BATCH; ++i) {
-        raw[i] = make_uint4(0, 0, 0, 0);
-        if (cursor.m < tokens)
-          raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
-        cursor.advance();
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < BATCH; ++i) raw[i] = make_uint4(0, 0, 0, 0);
-      // EARLY_LOADS: each load as soon as its address is known, and none past the warp's last
-      // group. At a few tokens most of a batch lies past the end, and ptxas put the whole batch's
-      // address math (a 64-bit product each, ~250 instructions) between griddepcontrol.wait and
-      // the first load (load_activation_slice says where this order is taken).
-#pragma unroll
-      for (int i = 0; i < BATCH; ++i) {
-        if (!__any_sync(0xFFFFFFFFu, cursor.m < tokens)) break;  // m only grows
-        if (cursor.m < tokens)
-          raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
-        cursor.advance();
-      }
+    for (int i = 0; i < BATCH; ++i) {
+      raw[i] = make_uint4(0, 0, 0, 0);
+      if (cursor.m < tokens)
+        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+      cursor.advance();
     }
     if (!hooked) {
       hook();
@@ -360,40 +334,19 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
                                                       int tokens, int kb_begin, int nblocks, int rotation,
                                                       const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
-  auto clear_padding = [&] {
-    zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
-  };
-  // The wgmma ring kernel up to 16 tokens issues each activation load as soon as its address is
-  // known and clears the padding while its first loads are in flight (every thread calls the hook
-  // once). H200, tools/config_ab.py against flag kBatchedPrologueLoads at eee2d3b (the same bits):
-  // 0.93-0.98x the time at M <= 4, 0.97-1.01x at M = 8-16, and 4 to 9 us less per end-to-end decode
-  // step at batch 1 and 8. At 32 tokens it was level or slower (4096x2048: 1.02x), and in the
-  // register kernel it made ptxas spill in two more instances: those keep the batched order, the
-  // padding cleared after quantizing.
-  constexpr bool kEarlyLoads = FP8_ACT && TOKEN_TILES <= 2;
-  const bool clear_in_hook = kEarlyLoads && !PREQUANT && !(a.flags & (kSkipPrologue | kBatchedPrologueLoads));
-  auto quantize = [&](const auto& quantize_hook) {
-    if (a.x_is_fp16)
-      quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kEarlyLoads>(
-          a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation, quantize_hook);
-    else
-      quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kEarlyLoads>(
-          a, act, xs, kTokenPad, m_begin, tokens, kb_begin, nblocks, rotation, quantize_hook);
-  };
   if (a.flags & kSkipPrologue) {
     hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
-  } else if constexpr (kEarlyLoads) {
-    quantize([&] {
-      hook();
-      if (clear_in_hook) clear_padding();
-    });
+  } else if (a.x_is_fp16) {
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
+                                                                        nblocks, rotation, hook);
   } else {
-    quantize(hook);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                         kb_begin, nblocks, rotation, hook);
   }
-  if (!clear_in_hook) clear_padding();
+  zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
 
 // Wait for the previous grid (the activations are its output), record the timeline stamps held

@@ -165,14 +165,6 @@ constexpr int kWholeSmemFlag = 1024;
 // With kCoResidentFlag: the cluster barrier's exchange (reduce_and_store) instead of the direct
 // one (wgmma_direct_exchange). The same bits; for A/B runs and tests, not offered to tables.
 constexpr int kBarrierExchangeFlag = 2048;
-// The 4-warpgroup kernel up to 16 tokens, where a CTA's weight share is at least
-// kLateCopiesMinShare bytes: thread 0 requests the copies held back at entry once the prologue's
-// CTA barrier has passed, not each warp once its first activation loads are in flight. Issuing a
-// tensor copy stalls the issuing warp while the CTA's earlier copies are still streaming, so with
-// a large share the prologue waited for nearly every copy (GemmPlan::late_copies; docs/sm90.md,
-// session 11). kHookCopiesFlag keeps the hook's order (the same bits; for A/B runs).
-constexpr int kHookCopiesFlag = 16384;
-constexpr int64_t kLateCopiesMinShare = 96 * 1024;
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 

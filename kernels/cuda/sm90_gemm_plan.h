@@ -37,7 +37,6 @@ struct GemmPlan {
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
-  bool late_copies = false;  // wgmma ring kernel: the held-back copies after the prologue (kLateCopiesMinShare)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -281,14 +280,6 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       // at entry, as the CTA then waits a whole launch for the previous one to end.
       const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
       best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
-      // The held-back copies after the prologue where the share is large (kLateCopiesMinShare).
-      // H200, tools/config_ab.py against the hook's order at a255d2e, M = 4 / 8 / 16: 5120x4096
-      // 0.95 / 0.96-0.97 / 1.00 back to back and 0.98 / 0.99 / 1.00-1.01 after a copy kernel,
-      // 4608x4096 0.95 / 0.97 / 0.99 and 0.97 / 0.98 / 0.98-0.99; 4096x2048 (64 KB a CTA) 1.00 / 1.00 /
-      // 1.00-1.01 and 1.03 / 1.02 / 0.99-1.00, so the smaller shares keep the hook.
-      best.late_copies = !co_resident && token_tiles <= 2 && best.early_chunks < best.ring_slots &&
-                         tiles * kTileRows * blocks * kBlockK >= kLateCopiesMinShare &&
-                         !(config.flags & kHookCopiesFlag);
       best.smem_stages = 0;
       best.smem_bytes = smem_for(tiles);
       best.cost = cost;

@@ -39,10 +39,10 @@ constexpr int kWeightPipelineDepth = 3;
 // 5120x4096 0.95-0.98 / 0.96-1.00, 4608x4096 0.96-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 /
 // 0.97-0.99, 4096x1024 0.83-0.85 / 0.85, 8192x1024 0.93-0.95 / 0.93-0.96; at M = 4 0.97-1.01 and
 // at M = 8 1.01-1.06 on the Qwen shapes. 1536x4096 and 2112x7168, whose co-resident plans take a
-// K split of 8 and 4, were 0.99-1.04 (kept on the 4-warpgroup kernel). Re-measured at M = 3-4
-// with the block scales decoded once and the early prologue loads (config_ab at eee2d3b, fp32 and
-// e8m0): 1.05-1.07 on 5120x4096 and 4608x4096, 1.07-1.10 on 8192x1024, 0.99-1.04 on 4096x2048,
-// 0.87-0.90 on 4096x1024 (the tuned table takes it there), so the threshold stays at 2.
+// K split of 8 and 4, were 0.99-1.04 (kept on the 4-warpgroup kernel). Re-measured at M = 3-4 in
+// session 11 (config_ab at eee2d3b, fp32 and e8m0, a build with an experimental prologue): 1.05-1.07
+// on 5120x4096 and 4608x4096, 1.07-1.10 on 8192x1024, 0.99-1.04 on 4096x2048, 0.87-0.90 on
+// 4096x1024 (the tuned table takes it there), so the threshold stays at 2.
 constexpr int64_t kCoResidentFirstTokens = 2;
 
 template <bool PREQUANT>
@@ -313,7 +313,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
   a.ring_slots = plan.ring_slots;
-  a.late_copies = plan.late_copies ? 1 : 0;
   a.weight_map_short = weight_map_short;
 
   cudaLaunchConfig_t config = {};

@@ -232,13 +232,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // The copies held back are requested as soon as the first activation loads are in flight.
-  // The copies held back are requested as soon as the first activation loads are in flight, or
-  // (a.late_copies: large shares) by thread 0 once the prologue is done, as issuing a copy stalls
-  // the issuing warp while the CTA's earlier copies stream.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        if (!a.late_copies) request_chunks(early, slots);
-      });
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -252,10 +247,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   timeline_stamp(a, 3);
-  if (a.late_copies && threadIdx.x == 0)
-    for (int c = early; c < slots; ++c)
-      tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                               kb_begin + c * chunk_blocks, full + 8 * c);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
   long long loop_begin_cycles = 0;
   if (timeline && threadIdx.x == 0) {
