@@ -80,18 +80,17 @@ def parse_cases(text):
     return cases
 
 
-def run_graph(x, weights, config, replays, shuffled=False, after="none"):
-    """Replay a graph of one configured launch per weight copy; return its outputs after a final
-    replay into zeroed outputs (records a CTA did not write stay zero). after="copy": a torch copy
-    kernel writes x before every launch, as a norm writes a projection's input in a decode step
-    (it does not launch its dependents early: the GEMM's CTAs enter once it has ended)."""
+def run_graph(x, weights, config, replays, shuffled=False, before=lambda: None):
+    """Replay a graph of one configured launch per weight copy, each after before() (--after
+    copy: a torch copy kernel that writes x, as a norm writes a projection's input in a decode
+    step; it does not launch its dependents early, so the GEMM's CTAs enter once it has ended);
+    return its outputs after a final replay into zeroed outputs (records a CTA did not write stay
+    zero)."""
     outs = [None] * len(weights)
-    x_source = x.clone()
 
     def call(i):
         w, s = weights[i]
-        if after == "copy":
-            x.copy_(x_source)
+        before()
         outs[i] = torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, shuffled, None, config)
 
     side = torch.cuda.Stream()
@@ -224,7 +223,7 @@ def main():
                 continue
             timed_us = time_in_graph([lambda w=w, s=s: (before(), torch.ops.sgl_fp8._smallm_gemm_configured(
                 x, w, s, args.shuffled, None, config)) for w, s in weights], 20)
-            summary = summarise(run_graph(x, weights, config, args.replays, args.shuffled, args.after))
+            summary = summarise(run_graph(x, weights, config, args.replays, args.shuffled, before))
             row = {"N": n, "K": k, "M": m, "variant": name, "config": config, "smallm_gemm_us": plain_us,
                    "timeline_run_us": timed_us, **summary}
             result["rows"].append(row)
