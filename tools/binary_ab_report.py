@@ -1,0 +1,114 @@
+"""Report of tools/binary_ab.sh: every bench point's fused time per version, as a ratio to the
+first version's in the same round (each round a full pass over the versions on one machine), and
+each decode step's FP8 time over the same run's bf16 time.
+
+    python tools/binary_ab_report.py RESULTS_DIR BASE OTHER [OTHER ...]
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import statistics
+
+
+def load_rounds(res, kind, version):
+    """{round: parsed JSON} of one version's results of one kind (bench or e2e)."""
+    out = {}
+    for path in glob.glob(os.path.join(res, f"{kind}_{version}_r*.json")):
+        match = re.search(r"_r(\d+)\.json$", path)
+        with open(path) as f:
+            out[int(match.group(1))] = json.load(f)
+    return out
+
+
+def bench_points(result):
+    return {(r["N"], r["K"], r["M"], r["scale"]): r for r in result["rows"]}
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def report_bench(res, base, others):
+    base_rounds = load_rounds(res, "bench", base)
+    if not base_rounds:
+        return
+    print(f"bench: fused us of {base}; then each version's time / {base}'s in the same round")
+    rounds = sorted(base_rounds)
+    versions = [base] + others
+    runs = {v: load_rounds(res, "bench", v) for v in versions}
+    header = f"{'N x K':>10} {'M':>3} {'scale':>5} " + " ".join(f"{base + ' r' + str(r):>12}" for r in rounds)
+    for v in others:
+        header += " " + " ".join(f"{v + ' r' + str(r):>12}" for r in rounds)
+    print(header)
+    ratios = {v: {} for v in others}  # (scale, M bucket) -> [ratio]
+    floors = {v: [] for v in versions}  # fp32 floor/fused per version, per round
+    for key in sorted(bench_points(base_rounds[rounds[0]])):
+        n, k, m, scale = key
+        line = f"{f'{n}x{k}':>10} {m:>3} {scale:>5} "
+        line += " ".join(f"{bench_points(base_rounds[r])[key]['fused_us']:>12.2f}" for r in rounds)
+        for v in others:
+            cells = []
+            for r in rounds:
+                point = bench_points(runs[v][r]).get(key) if r in runs[v] else None
+                if point is None:
+                    cells.append(f"{'-':>12}")
+                    continue
+                ratio = point["fused_us"] / bench_points(base_rounds[r])[key]["fused_us"]
+                ratios[v].setdefault((scale, "M<=4" if m <= 4 else "M=8-16" if m <= 16 else "M=32"), []).append(ratio)
+                cells.append(f"{ratio:>12.3f}")
+            line += " " + " ".join(cells)
+        print(line)
+    for v in versions:
+        for r in rounds:
+            if r in runs[v]:
+                rows = [p for p in runs[v][r]["rows"] if p["scale"] == "fp32"]
+                floors[v].append(geomean([p["floor_us"] / p["fused_us"] for p in rows]))
+    print("geometric mean of floor/fused (fp32), per round: " +
+          "; ".join(f"{v} " + " ".join(f"{g:.3f}" for g in floors[v]) for v in versions))
+    # The peers do not depend on the build: their ratios say how steady the machine was.
+    for v in others:
+        for r in rounds:
+            if r not in runs[v]:
+                continue
+            mine, theirs = bench_points(runs[v][r]), bench_points(base_rounds[r])
+            peer_ratios = [mine[key]["peers"][name] / theirs[key]["peers"][name]
+                           for key in mine if key in theirs
+                           for name in mine[key]["peers"] if "scaled_mm" in name
+                           and mine[key]["peers"][name] and theirs[key]["peers"].get(name)]
+            print(f"round {r}: {v} / {base} of the scaled_mm peer, geometric mean {geomean(peer_ratios):.3f}")
+    for v in others:
+        print(f"{v} / {base}, geometric mean of the ratios: " +
+              "; ".join(f"{scale} {bucket} {geomean(rs):.3f} (min {min(rs):.3f}, max {max(rs):.3f})"
+                        for (scale, bucket), rs in sorted(ratios[v].items())))
+
+
+def report_e2e(res, versions):
+    print("decode step (tools/e2e_decode_bench.py): fp8 us / bf16 us of the same run, per round")
+    for v in versions:
+        runs = load_rounds(res, "e2e", v)
+        by_batch = {}
+        for r in sorted(runs):
+            for row in runs[r]["rows"]:
+                by_batch.setdefault(row["batch"], []).append((r, row["fp8_us"], row["bf16_us"]))
+        for batch, cells in sorted(by_batch.items()):
+            text = ", ".join(f"r{r} {fp8:.1f}/{bf16:.1f} = {fp8 / bf16:.4f}" for r, fp8, bf16 in cells)
+            mean = statistics.mean(fp8 / bf16 for _, fp8, bf16 in cells)
+            print(f"  {v} batch {batch}: {text}; mean {mean:.4f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results")
+    parser.add_argument("base")
+    parser.add_argument("others", nargs="*")
+    args = parser.parse_args()
+    report_bench(args.results, args.base, args.others)
+    report_e2e(args.results, [args.base] + args.others)
+
+
+if __name__ == "__main__":
+    main()
