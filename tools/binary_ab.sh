@@ -10,6 +10,10 @@
 # reverses each round, so that drift on the machine falls on all of them alike):
 #   bench   python -m sglang_fp8ext bench (every SPEC §6 Qwen point, fp32 and e8m0, with its peers)
 #   e2e     tools/e2e_decode_bench.py --batches ${SGL_FP8_AB_E2E_BATCHES:-1,8} --replays 30
+#   ab_none, ab_copy   tools/config_ab.py --configs default, back to back or --after copy (a torch copy
+#           kernel before every GEMM, as in a decode step); SGL_FP8_AB_SHAPES, SGL_FP8_AB_MS,
+#           SGL_FP8_AB_SCALES choose the points
+#   e2e_profile   tools/e2e_kernel_profile.py (the decode step's kernels, each one's marginal time)
 #   tests   pytest -m gpu (once, in the first round only)
 # Results go to $OUT/binary_ab (JSON per version, round and step, build logs), then
 # tools/binary_ab_report.py prints every point's time per version against the first version's.
@@ -60,6 +64,16 @@ for r in $(seq 1 "$rounds"); do
             timeout 120 $PY tools/e2e_decode_bench.py --batches "${SGL_FP8_AB_E2E_BATCHES:-1,8}" --replays 30 \
               --out "$res/e2e_${v}_r$r.json" >"$res/e2e_${v}_r$r.txt" 2>&1
             echo "round $r $v e2e rc=$?";;
+          ab_none|ab_copy)  # tools/config_ab.py, the default config only, back to back or after a copy kernel
+            timeout ${SGL_FP8_AB_TIMEOUT:-200} $PY tools/config_ab.py --configs default --after "${step#ab_}" \
+              --shapes "${SGL_FP8_AB_SHAPES:-5120x4096,4608x4096,4096x2048}" --ms "${SGL_FP8_AB_MS:-1,4,8,16}" \
+              --scales "${SGL_FP8_AB_SCALES:-fp32}" --out "$res/${step}_${v}_r$r" >"$res/${step}_${v}_r$r.txt" 2>&1
+            echo "round $r $v $step rc=$?"
+            mv "$res/${step}_${v}_r$r/config_ab.json" "$res/${step}_${v}_r$r.json" && rmdir "$res/${step}_${v}_r$r";;
+          e2e_profile)
+            timeout 150 $PY tools/e2e_kernel_profile.py --batches "${SGL_FP8_AB_E2E_BATCHES:-1,8}" --replays 30 \
+              --out "$res/e2e_profile_${v}_r$r.json" >"$res/e2e_profile_${v}_r$r.txt" 2>&1
+            echo "round $r $v e2e_profile rc=$?";;
           tests)
             if [ "$r" = 1 ]; then
               $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests >"$res/pytest_gpu_$v.txt" 2>&1

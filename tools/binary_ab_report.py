@@ -100,6 +100,54 @@ def report_e2e(res, versions):
             print(f"  {v} batch {batch}: {text}; mean {mean:.4f}")
 
 
+def report_config_ab(res, kind, versions):
+    """tools/config_ab.py's default config per version (kind: ab_none or ab_copy)."""
+    runs = {v: load_rounds(res, kind, v) for v in versions}
+    base = versions[0]
+    if not runs[base]:
+        return
+    print(f"{kind} (tools/config_ab.py --after {kind[3:]}): us of {base}; then each version's time / {base}'s "
+          "in the same round")
+    rounds = sorted(runs[base])
+    points = lambda result: {(r["N"], r["K"], r["M"], r["scale"]): r["us"].get("default") for r in result["rows"]}
+    for key in sorted(points(runs[base][rounds[0]])):
+        n, k, m, scale = key
+        line = f"{f'{n}x{k}':>10} {m:>3} {scale:>5} "
+        line += " ".join(f"{points(runs[base][r])[key] or float('nan'):>10.2f}" for r in rounds)
+        for v in versions[1:]:
+            for r in rounds:
+                mine, theirs = points(runs[v].get(r, {"rows": []})).get(key), points(runs[base][r])[key]
+                line += f" {mine / theirs:>10.3f}" if mine and theirs else f" {'-':>10}"
+        print(line)
+
+
+def report_e2e_profile(res, versions):
+    """tools/e2e_kernel_profile.py per version: the step's marginal time by kind of kernel, and
+    each sgl_fp8 GEMM's marginal time (position in the step), averaged over the rounds."""
+    runs = {v: load_rounds(res, "e2e_profile", v) for v in versions}
+    if not runs[versions[0]]:
+        return
+    print("decode step profiled (tools/e2e_kernel_profile.py): marginal us, mean over rounds")
+    mean = lambda xs: sum(xs) / len(xs)
+    for batch_index, row in enumerate(next(iter(runs[versions[0]].values()))["rows"]):
+        batch = row["batch"]
+        rows = {v: [r["rows"][batch_index] for r in runs[v].values()] for v in versions}
+        kinds = sorted({k for v in versions for r in rows[v] for k in r["by_kind"]})
+        print(f"  batch {batch}: step " + ", ".join(f"{v} {mean([r['step_us'] for r in rows[v]]):.1f}" for v in versions))
+        for kind in kinds:
+            print(f"    {kind:<16} " + ", ".join(f"{v} {mean([r['by_kind'].get(kind, 0.0) for r in rows[v]]):8.2f}"
+                                             for v in versions))
+        for i, k in enumerate(row["kernels"]):
+            if "sgl_fp8" not in k["name"] or "gemm" not in k["name"]:
+                continue
+            cells = []
+            for v in versions:
+                marg = [r["kernels"][i]["marginal_us"] for r in rows[v] if i < len(r["kernels"])]
+                gap = [r["kernels"][i]["gap_us"] for r in rows[v] if i < len(r["kernels"])]
+                cells.append(f"{v} {mean(marg):6.2f} (gap {mean(gap):6.2f})" if marg else f"{v} -")
+            print(f"    {i:>4} {k['name'].split('(')[0][-34:]:<34} " + ", ".join(cells))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
@@ -107,7 +155,10 @@ def main():
     parser.add_argument("others", nargs="*")
     args = parser.parse_args()
     report_bench(args.results, args.base, args.others)
+    for kind in ("ab_none", "ab_copy"):
+        report_config_ab(args.results, kind, [args.base] + args.others)
     report_e2e(args.results, [args.base] + args.others)
+    report_e2e_profile(args.results, [args.base] + args.others)
 
 
 if __name__ == "__main__":
