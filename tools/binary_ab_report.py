@@ -130,6 +130,8 @@ def report_e2e_profile(res, versions):
     print("decode step profiled (tools/e2e_kernel_profile.py): marginal us, mean over rounds")
     mean = lambda xs: sum(xs) / len(xs)
     for batch_index, row in enumerate(next(iter(runs[versions[0]].values()))["rows"]):
+        if row.get("model", "fp8") != "fp8":
+            continue
         batch = row["batch"]
         rows = {v: [r["rows"][batch_index] for r in runs[v].values()] for v in versions}
         kinds = sorted({k for v in versions for r in rows[v] for k in r["by_kind"]})

@@ -1,7 +1,7 @@
 """Where the decode step's time goes, kernel by kernel: the FP8 model of tools/e2e_decode_bench.py,
 one decode step captured as a CUDA graph and replayed under torch.profiler (CUPTI kernel records).
 
-    python tools/e2e_kernel_profile.py --out e2e_profile.json [--batches 1,8] [--replays 30]
+    python tools/e2e_kernel_profile.py --out e2e_profile.json [--batches 1,8] [--replays 30] [--models fp8,bf16]
 
 The step is one stream, so every kernel's "marginal" time (its end minus the previous kernel's
 end) adds up to the step: it is what the kernel costs the step, including the wait for its launch
@@ -9,9 +9,9 @@ and, for a kernel that entered early (programmatic dependent launch), only the p
 previous kernel ended. "gap" is its start minus the previous kernel's end (negative: it started
 early). Medians over the replays, per position in the step.
 
-Writes JSON {"device", "torch", "git", "rows": [{"batch", "step_us", "kernels": [{"name", "dur_us",
+Writes JSON {"device", "torch", "git", "rows": [{"model", "batch", "step_us", "kernels": [{"name", "dur_us",
 "marginal_us", "gap_us"}], "by_kind": {kind: marginal us summed}}]} and prints each batch's GEMM
-kernels (sgl_fp8) and the sums per kind. A profiled replay may run slower than an unprofiled one:
+kernels (sgl_fp8's, or the bf16 model's) and the sums per kind. A profiled replay may run slower than an unprofiled one:
 compare builds with this tool against each other, and step times with tools/e2e_decode_bench.py.
 """
 
@@ -56,7 +56,7 @@ def kernel_records(trace_path: str) -> list[tuple[float, float, str]]:
 
 
 @torch.no_grad()
-def profile_step(model, batch: int, replays: int, warmup: int, vocab: int, seed: int) -> dict:
+def profile_step(model, name: str, batch: int, replays: int, warmup: int, vocab: int, seed: int) -> dict:
     max_len = e2e.PROMPT_LEN + warmup + replays + 1
     dec = qd.Decoder(model, batch, max_len, mode="graph")
     g = torch.Generator().manual_seed(seed)
@@ -97,7 +97,7 @@ def profile_step(model, batch: int, replays: int, warmup: int, vocab: int, seed:
     for k in kernels:
         by_kind[kind_of(k["name"])] = round(by_kind.get(kind_of(k["name"]), 0.0) + k["marginal_us"], 2)
     step_us = statistics.median(s[-1][1] - s[0][0] for s in steps)
-    return dict(batch=batch, step_us=round(step_us, 2), kernels=kernels, by_kind=by_kind)
+    return dict(model=name, batch=batch, step_us=round(step_us, 2), kernels=kernels, by_kind=by_kind)
 
 
 def main(argv=None) -> int:
@@ -107,24 +107,28 @@ def main(argv=None) -> int:
     p.add_argument("--replays", type=e2e._replays, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--models", type=lambda t: [m for m in t.split(",") if m], default=["fp8"],
+                   help="fp8 (the quantize_model_ copy, default), bf16 (the model itself), or both")
     args = p.parse_args(argv)
+    if not args.models or set(args.models) - {"fp8", "bf16"}:
+        p.error(f"--models: fp8 and/or bf16, got {args.models}")
     if not torch.cuda.is_available():
         raise SystemExit("e2e_kernel_profile: needs a CUDA GPU (torch.cuda.is_available() is False)")
     transformers, why = qd.import_transformers()
     if transformers is None:
         raise SystemExit(f"e2e_kernel_profile: {why}")
     model = qd.build_qwen3(qd.BENCH, seed=args.seed, device="cuda", block_spread=1.0)
-    fp8, _ = qd.fp8_copy(model)
-    del model
-    rows = [profile_step(fp8, b, args.replays, args.warmup, qd.BENCH["vocab_size"], args.seed) for b in args.batches]
+    models = {"fp8": qd.fp8_copy(model)[0] if "fp8" in args.models else None, "bf16": model}
+    rows = [profile_step(models[name], name, b, args.replays, args.warmup, qd.BENCH["vocab_size"], args.seed)
+            for name in args.models for b in args.batches]
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, git=e2e.git_revision(), rows=rows)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     for row in rows:
-        print(f"batch {row['batch']}: step {row['step_us']:.1f} us (first kernel start to last end, profiled); "
+        print(f"{row['model']} batch {row['batch']}: step {row['step_us']:.1f} us (first kernel start to last end, profiled); "
               f"marginal by kind: {row['by_kind']}")
         for i, k in enumerate(row["kernels"]):
-            if "sgl_fp8" in k["name"]:
+            if kind_of(k["name"]).endswith("GEMM"):
                 print(f"  {i:>4} {k['name'][:60]:<60} dur {k['dur_us']:>7.2f} marginal {k['marginal_us']:>7.2f} "
                       f"gap {k['gap_us']:>7.2f}")
     print(f"wrote {args.out}")
