@@ -56,7 +56,7 @@ def kernel_records(trace_path: str) -> list[tuple[float, float, str]]:
 
 
 @torch.no_grad()
-def profile_step(model, name: str, batch: int, replays: int, warmup: int, vocab: int, seed: int) -> dict:
+def profile_step(model, model_name: str, batch: int, replays: int, warmup: int, vocab: int, seed: int) -> dict:
     max_len = e2e.PROMPT_LEN + warmup + replays + 1
     dec = qd.Decoder(model, batch, max_len, mode="graph")
     g = torch.Generator().manual_seed(seed)
@@ -97,7 +97,7 @@ def profile_step(model, name: str, batch: int, replays: int, warmup: int, vocab:
     for k in kernels:
         by_kind[kind_of(k["name"])] = round(by_kind.get(kind_of(k["name"]), 0.0) + k["marginal_us"], 2)
     step_us = statistics.median(s[-1][1] - s[0][0] for s in steps)
-    return dict(model=name, batch=batch, step_us=round(step_us, 2), kernels=kernels, by_kind=by_kind)
+    return dict(model=model_name, batch=batch, step_us=round(step_us, 2), kernels=kernels, by_kind=by_kind)
 
 
 def main(argv=None) -> int:
