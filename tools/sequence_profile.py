@@ -5,9 +5,11 @@ decode step (tools/e2e_kernel_profile.py), with the neighbours chosen.
     python tools/sequence_profile.py --sequences "copy,4096x4096:1;copy,4096x4096:1,copy,12288x4096:1" \\
         [--reps 20] [--replays 10] [--copies 24] [--out sequence_profile.json]
 
-A sequence is comma-separated items: "NxK:M" (smallm_gemm with the default dispatch, bf16 input,
-fp32 scales, the weight rotated over --copies copies so that it is cold) or "copy" (a torch copy
-that writes the next GEMM's input, a kernel without early launch). Each sequence is captured
+A sequence is comma-separated items: "NxK:M[/FLAGS][@SET]" (smallm_gemm with the default dispatch,
+or with FLAGS the private _smallm_gemm_configured with config [0, 0, 0, 0, FLAGS]; bf16 input,
+fp32 scales; the weight rotated over --copies copies so that it is cold; items of one shape share
+one set of copies, each item starting its rotation elsewhere, unless @SET names a set of its own)
+or "copy" (a torch copy that writes the next GEMM's input: no early launch). Each sequence is captured
 --reps times back to back in one graph; the graph is replayed --replays times. For every position
 of the sequence: the median kernel duration and marginal time (end minus the previous kernel's
 end), over every repetition and replay except each replay's first.
@@ -38,31 +40,37 @@ def parse_sequence(text: str):
         if item == "copy":
             items.append(("copy",))
         else:
+            item, _, weight_set = item.partition("@")
+            item, _, flags = item.partition("/")
             shape, m = item.split(":")
             n, k = (int(v) for v in shape.lower().split("x"))
-            items.append(("gemm", n, k, int(m)))
+            items.append(("gemm", n, k, int(m), int(flags) if flags else None, weight_set))
     return items
 
 
 def build(items, copies: int, gen):
     """Callables, one per item, and the kernels each launches (a GEMM: 1, a copy: 1)."""
     dev = torch.device("cuda")
-    weights = {}
+    weights, users = {}, {}
     calls = []
     last_x = None
     for item in reversed(items):  # a copy writes the input of the GEMM after it
         if item[0] == "gemm":
-            _, n, k, m = item
-            key = (n, k)
+            _, n, k, m, flags, weight_set = item
+            key = (n, k, weight_set)
             if key not in weights:
                 weights[key] = [make_weight(n, k, False, dev, gen)[:2] for _ in range(copies)]
+            users[key] = users.get(key, 0) + 1
             x = torch.randn(m, k, generator=gen, device=dev).to(torch.bfloat16)
-            state = {"i": 0}
+            state = {"i": (users[key] - 1) * (copies // 2 + 1)}  # not the copy another item just read
 
-            def gemm(x=x, ws=weights[key], state=state):
+            def gemm(x=x, ws=weights[key], state=state, flags=flags):
                 w, s = ws[state["i"] % len(ws)]
                 state["i"] += 1
-                fx.smallm_gemm(x, w, s)
+                if flags is None:
+                    fx.smallm_gemm(x, w, s)
+                else:
+                    torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, [0, 0, 0, 0, flags])
 
             calls.append(gemm)
             last_x = x
@@ -116,7 +124,7 @@ def profile_sequence(text: str, reps: int, replays: int, copies: int) -> dict:
                 durs.append(records[i][1] - records[i][0])
                 margs.append(records[i][1] - records[i - 1][1])
         name = records[p][2]
-        positions.append(dict(item=":".join(str(v) for v in item), kernel=name[:80],
+        positions.append(dict(item=":".join(str(v) for v in item if v not in (None, "")), kernel=name[:80],
                               dur_us=round(statistics.median(durs), 3), marginal_us=round(statistics.median(margs), 3)))
     return dict(sequence=text, positions=positions)
 
