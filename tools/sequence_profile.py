@@ -9,7 +9,8 @@ A sequence is comma-separated items: "NxK:M[/FLAGS][@SET]" (smallm_gemm with the
 or with FLAGS the private _smallm_gemm_configured with config [0, 0, 0, 0, FLAGS]; bf16 input,
 fp32 scales; the weight rotated over --copies copies so that it is cold; items of one shape share
 one set of copies, each item starting its rotation elsewhere, unless @SET names a set of its own)
-or "copy" (a torch copy that writes the next GEMM's input: no early launch). Each sequence is captured
+or "copy" (a torch copy that writes the next GEMM's input: no early launch), or "flush" (a 64 MB
+device copy: whatever the GEMMs left in the 50 MB L2 is evicted, their code included). Each sequence is captured
 --reps times back to back in one graph; the graph is replayed --replays times. For every position
 of the sequence: the median kernel duration and marginal time (end minus the previous kernel's
 end), over every repetition and replay except each replay's first.
@@ -37,8 +38,8 @@ def parse_sequence(text: str):
     items = []
     for item in text.split(","):
         item = item.strip()
-        if item == "copy":
-            items.append(("copy",))
+        if item in ("copy", "flush"):
+            items.append((item,))
         else:
             item, _, weight_set = item.partition("@")
             item, _, flags = item.partition("/")
@@ -74,6 +75,9 @@ def build(items, copies: int, gen):
 
             calls.append(gemm)
             last_x = x
+        elif item[0] == "flush":
+            big = torch.empty(2, 64 << 20, dtype=torch.uint8, device=dev)
+            calls.append(lambda big=big: big[0].copy_(big[1]))
         else:
             dst = last_x if last_x is not None else torch.empty(8, 4096, device=dev, dtype=torch.bfloat16)
             src = torch.randn_like(dst)
