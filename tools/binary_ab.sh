@@ -14,6 +14,7 @@
 #           kernel before every GEMM, as in a decode step); SGL_FP8_AB_SHAPES, SGL_FP8_AB_MS,
 #           SGL_FP8_AB_SCALES choose the points
 #   e2e_profile   tools/e2e_kernel_profile.py (the decode step's kernels, each one's marginal time)
+#   seq     tools/sequence_profile.py --sequences "$SGL_FP8_AB_SEQ" (GEMMs among other kernels)
 #   tests   pytest -m gpu (once, in the first round only)
 # Results go to $OUT/binary_ab (JSON per version, round and step, build logs), then
 # tools/binary_ab_report.py prints every point's time per version against the first version's.
@@ -74,6 +75,10 @@ for r in $(seq 1 "$rounds"); do
             timeout 150 $PY tools/e2e_kernel_profile.py --batches "${SGL_FP8_AB_E2E_BATCHES:-1,8}" --replays 30 \
               --out "$res/e2e_profile_${v}_r$r.json" >"$res/e2e_profile_${v}_r$r.txt" 2>&1
             echo "round $r $v e2e_profile rc=$?";;
+          seq)  # tools/sequence_profile.py over SGL_FP8_AB_SEQ (";"-separated sequences)
+            timeout 200 $PY tools/sequence_profile.py --sequences "$SGL_FP8_AB_SEQ" \
+              --out "$res/seq_${v}_r$r.json" >"$res/seq_${v}_r$r.txt" 2>&1
+            echo "round $r $v seq rc=$?";;
           tests)
             if [ "$r" = 1 ]; then
               $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests >"$res/pytest_gpu_$v.txt" 2>&1

@@ -150,6 +150,30 @@ def report_e2e_profile(res, versions):
             print(f"    {i:>4} {k['name'].split('(')[0][-34:]:<34} " + ", ".join(cells))
 
 
+def report_sequences(res, versions):
+    """tools/sequence_profile.py per version: each GEMM's duration, as a ratio to the first
+    version's in the same round."""
+    runs = {v: load_rounds(res, "seq", v) for v in versions}
+    base = versions[0]
+    if not runs[base]:
+        return
+    rounds = sorted(runs[base])
+    print(f"sequences (tools/sequence_profile.py): GEMM duration us of {base} per round; then each version's / {base}'s")
+    for s, seq in enumerate(runs[base][rounds[0]]["results"]):
+        print(f"  {seq['sequence']}")
+        for p, pos in enumerate(seq["positions"]):
+            if not pos["item"].startswith("gemm"):
+                continue
+            line = f"    {pos['item']:<22} " + " ".join(
+                f"{runs[base][r]['results'][s]['positions'][p]['dur_us']:>7.2f}" for r in rounds)
+            for v in versions[1:]:
+                for r in rounds:
+                    if r in runs[v]:
+                        mine = runs[v][r]["results"][s]["positions"][p]["dur_us"]
+                        line += f" {mine / runs[base][r]['results'][s]['positions'][p]['dur_us']:>7.3f}"
+            print(line)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results")
@@ -161,6 +185,7 @@ def main():
         report_config_ab(args.results, kind, [args.base] + args.others)
     report_e2e(args.results, [args.base] + args.others)
     report_e2e_profile(args.results, [args.base] + args.others)
+    report_sequences(args.results, [args.base] + args.others)
 
 
 if __name__ == "__main__":
