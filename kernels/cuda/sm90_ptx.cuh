@@ -164,12 +164,18 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
 // A 3-D tensor-map box (coordinates innermost first) into this CTA's shared memory, completing
 // as transactions on `bar`. `map` is the generic address of a __grid_constant__ kernel
 // parameter.
+// The copy is marked evict_first in the L2 (createpolicy): a streamed weight is read once per
+// decode step, and without the hint its 16-48 MB pushed out of the 50 MB L2 what the next kernels
+// read again, this kernel's own code among it (docs/sm90.md, session 12: a GEMM that follows other
+// kernels and a 64 MB stream took 1.3-6.4 us longer than after a copy kernel alone).
 __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const void* map, int c0, int c1, int c2,
                                                          uint32_t bar) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
-      "[%5];" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+      "{%2, %3, %4}], [%5], %6;" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
       : "memory");
 }
 
