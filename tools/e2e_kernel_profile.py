@@ -55,6 +55,28 @@ def kernel_records(trace_path: str) -> list[tuple[float, float, str]]:
     return sorted(out)
 
 
+def step_statistics(records: list[tuple[float, float, str]], replays: int):
+    """The step's median time, every position's median duration, marginal time and gap, and the
+    marginal times summed per kind of kernel, from the records of `replays` replays of one step."""
+    per_step = len(records) // replays
+    steps = [records[i * per_step:(i + 1) * per_step] for i in range(replays)]
+    names = [name for _, _, name in steps[0]]
+    if any([name for _, _, name in s] != names for s in steps):
+        raise SystemExit("e2e_kernel_profile: the replays' kernel sequences differ")
+    kernels = []
+    for i, name in enumerate(names):
+        durs = [s[i][1] - s[i][0] for s in steps]
+        marginal = [s[i][1] - (s[i - 1][1] if i else s[i][0]) for s in steps]
+        gap = [s[i][0] - s[i - 1][1] for s in steps] if i else [0.0]
+        kernels.append(dict(name=name, dur_us=round(statistics.median(durs), 3),
+                            marginal_us=round(statistics.median(marginal), 3), gap_us=round(statistics.median(gap), 3)))
+    by_kind: dict[str, float] = {}
+    for k in kernels:
+        by_kind[kind_of(k["name"])] = round(by_kind.get(kind_of(k["name"]), 0.0) + k["marginal_us"], 2)
+    step_us = statistics.median(s[-1][1] - s[0][0] for s in steps)
+    return step_us, kernels, by_kind
+
+
 @torch.no_grad()
 def profile_step(model, model_name: str, batch: int, replays: int, warmup: int, vocab: int, seed: int) -> dict:
     max_len = e2e.PROMPT_LEN + warmup + replays + 1
@@ -81,22 +103,7 @@ def profile_step(model, model_name: str, batch: int, replays: int, warmup: int, 
     if not records or len(records) % replays:
         raise SystemExit(f"e2e_kernel_profile: {len(records)} kernel records for {replays} replays "
                          f"(trace categories: {sorted(categories)})")
-    per_step = len(records) // replays
-    steps = [records[i * per_step:(i + 1) * per_step] for i in range(replays)]
-    names = [name for _, _, name in steps[0]]
-    if any([name for _, _, name in s] != names for s in steps):
-        raise SystemExit("e2e_kernel_profile: the replays' kernel sequences differ")
-    kernels = []
-    for i, name in enumerate(names):
-        durs = [s[i][1] - s[i][0] for s in steps]
-        marginal = [s[i][1] - (s[i - 1][1] if i else s[i][0]) for s in steps]
-        gap = [s[i][0] - s[i - 1][1] for s in steps] if i else [0.0]
-        kernels.append(dict(name=name, dur_us=round(statistics.median(durs), 3),
-                            marginal_us=round(statistics.median(marginal), 3), gap_us=round(statistics.median(gap), 3)))
-    by_kind: dict[str, float] = {}
-    for k in kernels:
-        by_kind[kind_of(k["name"])] = round(by_kind.get(kind_of(k["name"]), 0.0) + k["marginal_us"], 2)
-    step_us = statistics.median(s[-1][1] - s[0][0] for s in steps)
+    step_us, kernels, by_kind = step_statistics(records, replays)
     return dict(model=model_name, batch=batch, step_us=round(step_us, 2), kernels=kernels, by_kind=by_kind)
 
 

@@ -1,0 +1,106 @@
+"""CPU tests of the measuring tools' arithmetic (the GPU parts need a device): the per-kernel
+statistics of tools/e2e_kernel_profile.py, the chrome-trace reader, the item syntax of
+tools/sequence_profile.py and the ratios tools/binary_ab_report.py prints. Expected values are
+worked out here by hand from the synthetic inputs, not taken from the tools."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(REPO, "tools")
+
+
+def load_tool(name):
+    sys.path.insert(0, TOOLS)
+    try:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(TOOLS, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(TOOLS)
+
+
+def test_kernel_profile_marginal_and_gap():
+    """Two replays of a 3-kernel step; the second kernel started early (PDL) in replay 1."""
+    prof = load_tool("e2e_kernel_profile")
+    gemm = "void sgl_fp8::sm90::wgmma_ring_gemm_sm90<1, false, 4>(sgl_fp8::sm90::GemmKernelArgs)"
+    records = [
+        # replay 0: norm 0-2, gemm 2.5-12.5, copy 13-14
+        (0.0, 2.0, "norm"), (2.5, 12.5, gemm), (13.0, 14.0, "copy"),
+        # replay 1: norm 100-102, gemm 101-110 (entered 1 us early), copy 110.5-112
+        (100.0, 102.0, "norm"), (101.0, 110.0, gemm), (110.5, 112.0, "copy"),
+    ]
+    step_us, kernels, by_kind = prof.step_statistics(records, 2)
+    assert step_us == pytest.approx((14.0 + 12.0) / 2)
+    assert [k["name"] for k in kernels] == ["norm", gemm, "copy"]
+    assert kernels[1]["dur_us"] == pytest.approx((10.0 + 9.0) / 2)
+    assert kernels[1]["marginal_us"] == pytest.approx((10.5 + 8.0) / 2)  # end minus the previous end
+    assert kernels[1]["gap_us"] == pytest.approx((0.5 - 1.0) / 2)  # negative: it started early
+    assert kernels[2]["marginal_us"] == pytest.approx((1.5 + 2.0) / 2)
+    # the marginal times add up to the step
+    assert sum(k["marginal_us"] for k in kernels) == pytest.approx(step_us)
+    assert by_kind["sgl_fp8 GEMM"] == pytest.approx(9.25)
+    with pytest.raises(SystemExit):
+        prof.step_statistics(records[:3] + [(100.0, 102.0, "norm"), (101.0, 110.0, "other"), (110.5, 112.0, "copy")], 2)
+
+
+def test_kernel_records_reads_kernels_memcpys_and_memsets(tmp_path):
+    prof = load_tool("e2e_kernel_profile")
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "b", "ts": 5.0, "dur": 1.0},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": 0.0, "dur": 9.0},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 2.0, "dur": 0.5},
+        {"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": 7.0},
+        {"ph": "i", "cat": "kernel", "name": "instant", "ts": 1.0},
+    ]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    assert prof.kernel_records(str(path)) == [(2.0, 2.5, "Memcpy DtoD"), (5.0, 6.0, "b"), (7.0, 7.0, "Memset")]
+
+
+def test_sequence_items():
+    seq = load_tool("sequence_profile")
+    assert seq.parse_sequence("copy, 4096x4096:8/512@b,flush,1024X4096:1") == [
+        ("copy",), ("gemm", 4096, 4096, 8, 512, "b"), ("flush",), ("gemm", 1024, 4096, 1, None, "")]
+    with pytest.raises(ValueError):
+        seq.parse_sequence("4096x4096")
+
+
+def _bench(fused, peer):
+    rows = []
+    for (n, k, m), us in fused.items():
+        rows.append(dict(N=n, K=k, M=m, scale="fp32", fused_us=us, floor_us=2.0,
+                         peers={"quant+scaled_mm(cuBLASLt)": peer}))
+    return dict(rows=rows)
+
+
+def test_binary_ab_report_ratios(tmp_path):
+    """Version B is 0.9x of A at M = 1 in both rounds and 1.2x at M = 32; A drifts between rounds."""
+    a1 = {(4096, 2048, 1): 5.0, (4096, 2048, 32): 10.0}
+    a2 = {key: us * 1.1 for key, us in a1.items()}
+    b1 = {(4096, 2048, 1): 4.5, (4096, 2048, 32): 12.0}
+    b2 = {key: us * 1.1 for key, us in b1.items()}
+    for name, data, peer in (("bench_A_r1", a1, 20.0), ("bench_A_r2", a2, 20.0),
+                             ("bench_B_r1", b1, 20.0), ("bench_B_r2", b2, 21.0)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(_bench(data, peer)))
+    for version, fp8 in (("A", 1000.0), ("B", 950.0)):
+        for r in (1, 2):
+            (tmp_path / f"e2e_{version}_r{r}.json").write_text(json.dumps(
+                dict(rows=[dict(batch=1, fp8_us=fp8, bf16_us=1000.0)])))
+    out = subprocess.run([sys.executable, os.path.join(TOOLS, "binary_ab_report.py"), str(tmp_path), "A", "B"],
+                         capture_output=True, text=True, check=True).stdout
+    point_m1 = next(line for line in out.splitlines() if line.split()[:3] == ["4096x2048", "1", "fp32"])
+    assert point_m1.split()[3:] == ["5.00", "5.50", "0.900", "0.900"]
+    point_m32 = next(line for line in out.splitlines() if line.split()[:3] == ["4096x2048", "32", "fp32"])
+    assert point_m32.split()[5:] == ["1.200", "1.200"]
+    assert "fp32 M<=4 0.900" in out and "fp32 M=32 1.200" in out
+    assert "round 2: B / A of the scaled_mm peer, geometric mean 1.050" in out
+    # floor/fused geometric mean of A's first round: sqrt(2/5 * 2/10) = 0.283
+    assert "A 0.283" in out
+    assert "B batch 1: r1 950.0/1000.0 = 0.9500, r2 950.0/1000.0 = 0.9500; mean 0.9500" in out
