@@ -61,7 +61,7 @@ def test_kernel_records_reads_kernels_memcpys_and_memsets(tmp_path):
     ]}
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(trace))
-    assert prof.kernel_records(str(path)) == [(2.0, 2.5, "Memcpy DtoD"), (5.0, 6.0, "b"), (7.0, 7.0, "Memset")]
+    assert prof.kernel_records(prof.trace_events(str(path))) == [(2.0, 2.5, "Memcpy DtoD"), (5.0, 6.0, "b"), (7.0, 7.0, "Memset")]
 
 
 def test_sequence_items():

@@ -42,17 +42,35 @@ def kind_of(name: str) -> str:
     return "other"
 
 
-def kernel_records(trace_path: str) -> list[tuple[float, float, str]]:
-    """(start us, end us, name) of every kernel, memcpy and memset in a chrome trace, by start."""
+def trace_events(trace_path: str) -> list[dict]:
+    """The event list of a chrome trace file (torch.profiler's export_chrome_trace)."""
     with open(trace_path) as f:
         trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
+def kernel_records(events: list[dict]) -> list[tuple[float, float, str]]:
+    """(start us, end us, name) of every kernel, memcpy and memset among a trace's events, by start."""
     out = [
         (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)), e.get("name", "?"))
         for e in events
         if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
     ]
     return sorted(out)
+
+
+def profiled_records(replay, replays: int):
+    """The kernel records (kernel_records) of `replays` calls of replay() under torch.profiler,
+    and the trace's event categories (for the error message when no kernel was recorded)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            replay()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        events = trace_events(path)
+    return kernel_records(events), {e.get("cat") for e in events}
 
 
 def step_statistics(records: list[tuple[float, float, str]], replays: int):
@@ -87,17 +105,7 @@ def profile_step(model, model_name: str, batch: int, replays: int, warmup: int, 
     for _ in range(warmup):
         dec.graph.replay()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            dec.graph.replay()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        records = kernel_records(path)
-        with open(path) as f:
-            trace = json.load(f)
-        categories = {e.get("cat") for e in (trace["traceEvents"] if isinstance(trace, dict) else trace)}
+    records, categories = profiled_records(dec.graph.replay, replays)
     del dec
     torch.cuda.empty_cache()
     if not records or len(records) % replays:

@@ -23,12 +23,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_kernel_profile import kernel_records  # noqa: E402
+from e2e_kernel_profile import profiled_records  # noqa: E402
 
 import sglang_fp8ext as fx  # noqa: E402
 from sglang_fp8ext.bench import make_weight  # noqa: E402
@@ -89,13 +88,10 @@ def profile_sequence(text: str, reps: int, replays: int, copies: int) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(0)
     items = parse_sequence(text)
     calls = build(items, copies, gen)
-    for call in calls:  # warm-up: plans, module load
-        call()
-    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+    with torch.cuda.stream(side):  # warm-up before the capture: plans, module load
         for call in calls:
             call()
     torch.cuda.current_stream().wait_stream(side)
@@ -106,14 +102,7 @@ def profile_sequence(text: str, reps: int, replays: int, copies: int) -> dict:
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        records = kernel_records(path)
+    records, _ = profiled_records(graph.replay, replays)
     per_replay = reps * len(items)
     if len(records) != replays * per_replay:
         raise SystemExit(f"sequence_profile: {len(records)} kernel records, expected {replays * per_replay} "

@@ -167,7 +167,7 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
 // The copy is marked evict_first in the L2 (createpolicy): a streamed weight is read once per
 // decode step, and without the hint its 16-48 MB pushed out of the 50 MB L2 what the next kernels
 // read again, this kernel's own code among it (docs/sm90.md, session 12: a GEMM that follows other
-// kernels and a 64 MB stream took 1.3-6.4 us longer than after a copy kernel alone).
+// code and a 64 MB stream took 4.3-6.4 us longer than after a copy kernel alone).
 __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const void* map, int c0, int c1, int c2,
                                                          uint32_t bar) {
   uint64_t policy;
