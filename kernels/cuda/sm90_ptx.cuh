@@ -186,9 +186,20 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
 // 16-byte piece p of row r at p ^ (r & 7), 8-row atoms of 1024 bytes at 1024-byte aligned
 // addresses) the stride byte offset is the distance between 8-row atoms (1024) and the leading
 // offset is unused (1); a K step inside the 128-byte row moves the start address by its bytes.
+//
+// The kernel builds each descriptor from its low word: the start address field and the leading
+// offset. A start address `bytes` further on (a multiple of 16) is that word plus bytes >> 4: the
+// 14-bit field holds any shared-memory address (< 256 KB), so the sum never carries out of it.
+// One add per wgmma then replaces the mask, shift and or of each address (session 13: the MMA
+// loop's code is fetched cold in a decode step).
+__device__ __forceinline__ uint32_t smem_descriptor_sw128_lo(uint32_t address) {
+  return ((address & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t smem_descriptor_sw128_from_lo(uint32_t lo) {
+  return uint64_t(lo) | (uint64_t((1024 >> 4) | (1u << 30)) << 32);  // stride 1024, swizzle 128 B
+}
 __device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t address) {
-  return uint64_t((address & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) |
-         (uint64_t(1) << 62);
+  return smem_descriptor_sw128_from_lo(smem_descriptor_sw128_lo(address));
 }
 // Order this thread's earlier register accesses before the warpgroup's next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

@@ -44,19 +44,20 @@ namespace sgl_fp8::sm90 {
 
 // One block's WINDOWS 64-row windows: P[w] = A(window w of block lb) x B(block lb), K 128 in 4
 // steps. WINDOWS is a compile-time count (the kernel branches once, outside its block loop): a
-// branch around a wgmma makes ptxas serialize them all.
+// branch around a wgmma makes ptxas serialize them all. The operands are given as their
+// descriptors' low words (smem_descriptor_sw128_lo): a window or a K step further is an add.
 template <int TOKEN_TILES, int WINDOWS>
-__device__ __forceinline__ void wgmma_block(float4 (&P)[WINDOWS][TOKEN_TILES], uint32_t a_block, uint32_t b_block,
-                                            int ntiles) {
+__device__ __forceinline__ void wgmma_block(float4 (&P)[WINDOWS][TOKEN_TILES], uint32_t a_block_lo,
+                                            uint32_t b_block_lo, int ntiles) {
   static_assert(TOKEN_TILES == 1 || TOKEN_TILES == 2 || TOKEN_TILES == 4, "m64n8, m64n16 or m64n32");
   wgmma_fence();
 #pragma unroll
   for (int w = 0; w < WINDOWS; ++w) {
-    const uint32_t a_window = a_block + uint32_t(wgmma_window_tile(w, ntiles) * kTileRows * kBlockK);
+    const uint32_t a_window_lo = a_block_lo + uint32_t(wgmma_window_tile(w, ntiles) * (kTileRows * kBlockK / 16));
 #pragma unroll
     for (int ks = 0; ks < kBlockK / 32; ++ks) {
-      const uint64_t da = smem_descriptor_sw128(a_window + 32 * ks);
-      const uint64_t db = smem_descriptor_sw128(b_block + 32 * ks);
+      const uint64_t da = smem_descriptor_sw128_from_lo(a_window_lo + 2 * ks);  // 32 bytes of K further
+      const uint64_t db = smem_descriptor_sw128_from_lo(b_block_lo + 2 * ks);
       if constexpr (TOKEN_TILES == 1)
         wgmma_m64n8k32_e4m3(P[w][0], da, db, ks > 0);
       else if constexpr (TOKEN_TILES == 2)
@@ -256,9 +257,19 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
-  const int wg = warp / 4, wq = warp % 4, q = lane & 3;
-  auto a_block = [&](int lb) { return ring_address + uint32_t(lb * rows * kBlockK); };
-  auto b_block = [&](int lb) { return act_address + uint32_t(lb * kTokenPad * kBlockK); };
+  // wg from lane 0: a value ptxas knows to be the same across the warp, so that the wgmma
+  // descriptors of a warpgroup's blocks are computed in uniform registers.
+  const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wq = warp % 4, q = lane & 3;
+  // The wgmma operands of block lb, as descriptors' low words (wgmma_block).
+  const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
+  auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
+  auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
+  // The chunk holding block lb, lb / chunk_blocks, in floating point: an integer division by a
+  // runtime value is ~30 instructions per block. Exact: both are below 2^10 (a CTA holds at most
+  // a few dozen blocks), so (lb + 0.5) / chunk_blocks is at least 2^-11 from an integer, far more
+  // than fp32's error here (< 2^-12).
+  const float inverse_chunk_blocks = 1.0f / float(chunk_blocks);
+  auto chunk_of = [&](int lb) { return int((float(lb) + 0.5f) * inverse_chunk_blocks); };
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
@@ -329,7 +340,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         for (int c = 0; c < chunks; ++c) {
           const int slot = c % slots;
           mbarrier_wait(full + 8 * slot, (c / slots) & 1);
-          wgmma_block<TOKEN_TILES, kWindows>(P, ring_address + uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK),
+          wgmma_block<TOKEN_TILES, kWindows>(P, ring_lo + (uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK)) / 16,
                                              b_block(c * WGS + wg), ntiles);
           wgmma_wait<0>();
           apply(c * WGS + wg, P);
@@ -343,7 +354,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         for (int i = 0; i < kPerWait; ++i) {
           if (first + i < per_wg) {
             const int lb = wg + WGS * (first + i);
-            mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);  // the chunk's only phase
+            mbarrier_wait(full + 8 * chunk_of(lb), 0);  // the chunk's only phase
             wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
           }
         }
@@ -355,7 +366,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
       for (int lb = wg; lb < nblocks; lb += WGS) {
-        mbarrier_wait(full + 8 * (lb / chunk_blocks), 0);
+        mbarrier_wait(full + 8 * chunk_of(lb), 0);
         wgmma_block<TOKEN_TILES, kWindows>(P, a_block(lb), b_block(lb), ntiles);
         wgmma_wait<0>();
         apply(lb, P);
