@@ -257,9 +257,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
-  // wg from lane 0: a value ptxas knows to be the same across the warp, so that the wgmma
-  // descriptors of a warpgroup's blocks are computed in uniform registers.
-  const int wg = __shfl_sync(0xFFFFFFFFu, warp / 4, 0), wq = warp % 4, q = lane & 3;
+  const int wg = warp / 4, wq = warp % 4, q = lane & 3;
   // The wgmma operands of block lb, as descriptors' low words (wgmma_block).
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
