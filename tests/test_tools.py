@@ -104,3 +104,35 @@ def test_binary_ab_report_ratios(tmp_path):
     # floor/fused geometric mean of A's first round: sqrt(2/5 * 2/10) = 0.283
     assert "A 0.283" in out
     assert "B batch 1: r1 950.0/1000.0 = 0.9500, r2 950.0/1000.0 = 0.9500; mean 0.9500" in out
+
+
+def test_ncu_stall_regions(tmp_path):
+    """A made-up source page: ncu's own lines first, six instructions, a QGMMA that did not run
+    before one that did. Regions, sizes and sums are counted here by hand."""
+    tool = load_tool("ncu_stall_regions")
+    header = ['"Address"', '"Source"', '"Instructions Executed"', '"stall_no_inst"', '"stall_wait"',
+              '"stall_no_inst (Not Issued)"']
+    rows = [
+        ("0x1000", "      LDC R1, c[0x0][0x28]", "64", "3", "1", "9"),
+        ("0x1010", "      ACQBULK", "64", "0", "2", "0"),
+        ("0x1020", "  @P0 BRA 0x1040", "64", "1", "0", "0"),
+        ("0x1030", "      QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT", "0", "0", "0", "0"),
+        ("0x1040", "      QGMMA.64x8x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT", "32", "5", "4", "0"),
+        ("0x1050", "      EXIT", "1,024", "0", "0", "0"),
+    ]
+    text = "==PROF== Connected\n\"Kernel Name\",\"k\",\n" + ",".join(header) + "\n"
+    text += "\n".join(",".join(f'"{v}"' for v in r) for r in rows) + "\n"
+    path = tmp_path / "source.csv"
+    path.write_text(text)
+    insts = tool.instructions(tool.read_source_page(str(path)))
+    assert [i[0] for i in insts] == [0, 16, 32, 48, 64, 80]
+    assert insts[2][1] == "BRA" and insts[5][2] == 1024  # the predicate skipped; "1,024" read as 1024
+    names = [(name, b, e) for name, b, e in tool.regions(insts)]
+    assert names == [("entry .. ACQBULK", 0, 16), ("ACQBULK .. first wgmma", 16, 64), ("first wgmma .. end", 64, 96)]
+    middle = tool.region_summary(insts, 16, 64)
+    assert middle == dict(code_bytes=48, executed_bytes=32, warp_instructions=128, samples=3, no_inst=1)
+    last = tool.region_summary(insts, 64, 96)
+    assert last == dict(code_bytes=32, executed_bytes=32, warp_instructions=1056, samples=9, no_inst=5)
+    runs = tool.executed_runs(insts)
+    assert [(b, e) for b, e, *_ in runs] == [(0, 48), (64, 96)]  # the QGMMA at 48 did not run
+    assert runs[0][2:5] == (192, 7, 4)
