@@ -48,5 +48,5 @@ def test_kernel_indexes_through_the_layout_header():
     assert "weight_chunk16_offset" not in ring and "shuffled_weight_offset" not in ring
     assert "act_fp8_offset(" in src  # the e4m3 activations of the wgmma ring kernel
     wgmma = (ROOT / "kernels" / "cuda" / "sm90_wgmma_ring_gemm.cuh").read_text()
-    for name in ("WgmmaRingSmemLayout", "wgmma_window_tile(", "smem_descriptor_sw128("):
+    for name in ("WgmmaRingSmemLayout", "wgmma_window_tile(", "smem_descriptor_sw128_lo(", "smem_descriptor_sw128_from_lo("):
         assert name in wgmma, name

@@ -198,9 +198,6 @@ __device__ __forceinline__ uint32_t smem_descriptor_sw128_lo(uint32_t address) {
 __device__ __forceinline__ uint64_t smem_descriptor_sw128_from_lo(uint32_t lo) {
   return uint64_t(lo) | (uint64_t((1024 >> 4) | (1u << 30)) << 32);  // stride 1024, swizzle 128 B
 }
-__device__ __forceinline__ uint64_t smem_descriptor_sw128(uint32_t address) {
-  return smem_descriptor_sw128_from_lo(smem_descriptor_sw128_lo(address));
-}
 // Order this thread's earlier register accesses before the warpgroup's next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
