@@ -525,6 +525,17 @@ static void check_wgmma_ring() {
     }
 }
 
+// The MMA loop finds a block's chunk from the reciprocal (wgmma_chunk_of_block): exact for every
+// pair below 2^10, with the reciprocal rounded as the kernel computes it (an IEEE fp32 division).
+static void check_chunk_of_block() {
+  for (int chunk_blocks = 1; chunk_blocks < 1024; ++chunk_blocks) {
+    const float inverse = 1.0f / float(chunk_blocks);
+    for (int lb = 0; lb < 1024; ++lb)
+      CHECK(wgmma_chunk_of_block(lb, inverse) == lb / chunk_blocks, "chunk of block %d, %d blocks per chunk", lb,
+            chunk_blocks);
+  }
+}
+
 int main() {
   check_weight_units();
   check_k_permutation<false>();
@@ -534,6 +545,7 @@ int main() {
   check_staging();
   check_ring();
   check_wgmma_ring();
+  check_chunk_of_block();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

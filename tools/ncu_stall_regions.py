@@ -60,7 +60,8 @@ def instructions(rows):
     out = []
     for r in rows:
         samples = sum(number(r[k]) for k in reasons)
-        out.append((int(r["Address"], 16) - base, opcode(r["Source"]), number(r["Instructions Executed"]), samples,
+        executed = number(r["Instructions Executed"])
+        out.append((int(r["Address"], 16) - base, opcode(r["Source"]), executed, samples,
                     number(r.get("stall_no_inst", "0"))))
     return out
 

@@ -180,6 +180,14 @@ SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
   int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
   return b < 1 ? 1 : (b > max_blocks ? max_blocks : b);
 }
+// The chunk holding block lb of the CTA's slice, lb / chunk_blocks, from chunk_blocks' reciprocal
+// in fp32: an integer division by a runtime value is ~30 instructions per block in the MMA loop.
+// Exact while lb and chunk_blocks are below 2^10 (a CTA's slice holds a few dozen blocks):
+// (lb + 0.5) / chunk_blocks then lies at least 2^-11 from an integer, and fp32's error here is
+// about 2^-13 at most; tests/sm90_layout_check.cpp tries every such pair.
+SGL_FP8_HD int wgmma_chunk_of_block(int lb, float inverse_chunk_blocks) {
+  return int((float(lb) + 0.5f) * inverse_chunk_blocks);
+}
 // The e4m3 activations, wgmma's K-major B operand under the 128-byte swizzle: token `token` of
 // block lb owns the 128-byte row (lb * token_pad + token), its byte k at piece (k / 16) ^ (token & 7).
 SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {

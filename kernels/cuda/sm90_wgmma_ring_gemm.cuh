@@ -262,12 +262,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
-  // The chunk holding block lb, lb / chunk_blocks, in floating point: an integer division by a
-  // runtime value is ~30 instructions per block. Exact: both are below 2^10 (a CTA holds at most
-  // a few dozen blocks), so (lb + 0.5) / chunk_blocks is at least 2^-11 from an integer, far more
-  // than fp32's error here (< 2^-12).
   const float inverse_chunk_blocks = 1.0f / float(chunk_blocks);
-  auto chunk_of = [&](int lb) { return int((float(lb) + 0.5f) * inverse_chunk_blocks); };
+  auto chunk_of = [&](int lb) { return wgmma_chunk_of_block(lb, inverse_chunk_blocks); };  // no integer division
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
@@ -338,8 +334,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         for (int c = 0; c < chunks; ++c) {
           const int slot = c % slots;
           mbarrier_wait(full + 8 * slot, (c / slots) & 1);
-          wgmma_block<TOKEN_TILES, kWindows>(P, ring_lo + (uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK)) / 16,
-                                             b_block(c * WGS + wg), ntiles);
+          const uint32_t a_lo = ring_lo + (uint32_t(slot) * chunk_bytes + uint32_t(wg * rows * kBlockK)) / 16;
+          wgmma_block<TOKEN_TILES, kWindows>(P, a_lo, b_block(c * WGS + wg), ntiles);
           wgmma_wait<0>();
           apply(c * WGS + wg, P);
           release_and_refill(c);
