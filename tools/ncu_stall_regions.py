@@ -102,10 +102,8 @@ def main(argv=None) -> int:
     p.add_argument("--runs", action="store_true", help="list every stretch of executed instructions")
     args = p.parse_args(argv)
     rows = read_source_page(args.csv)
-    totals = collections.Counter()
-    for r in rows:
-        for k in stall_reasons(rows):
-            totals[k] += number(r[k])
+    reasons = stall_reasons(rows)
+    totals = collections.Counter({k: sum(number(r[k]) for r in rows) for k in reasons})
     all_samples = sum(totals.values())
     print(f"{len(rows)} instructions, {all_samples:.0f} warp-stall samples")
     for k, v in totals.most_common(8):
