@@ -198,7 +198,9 @@ static void check_plans() {
       std::vector<int> hits(T * KB, 0);
       for (int group = 0; group < plan.row_groups; ++group) {
         const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
-        CHECK(t1 - t0 <= plan.max_tiles_per_cta, "tiles per CTA %lld > %d", t1 - t0, plan.max_tiles_per_cta);
+        // max_tiles_per_cta or one fewer: the two reciprocals the launcher passes (exchange_split)
+        CHECK(t1 - t0 == plan.max_tiles_per_cta || t1 - t0 == plan.max_tiles_per_cta - 1, "tiles per CTA %lld, max %d",
+              t1 - t0, plan.max_tiles_per_cta);
         for (int rank = 0; rank < plan.k_split; ++rank) {
           const long long kb0 = rank * KB / plan.k_split, kb1 = (rank + 1) * KB / plan.k_split;
           CHECK(kb1 - kb0 <= plan.max_blocks_per_cta, "blocks per CTA %lld > %d", kb1 - kb0, plan.max_blocks_per_cta);
@@ -499,7 +501,7 @@ static void check_wgmma_ring() {
       for (int rank = 0; rank < k_split; ++rank)
         for (int wg = 0; wg < wgs; ++wg)
           for (int tile = 0; tile < ntiles; ++tile) {
-            const int owner = exchange_owner(tile, ntiles, k_split);
+            const int owner = ExchangeSplit(k_split, ntiles).owner(tile);
             CHECK(owner * ntiles / k_split <= tile && tile < (owner + 1) * ntiles / k_split, "exchange owner");
             const int owned_index = tile - owner * ntiles / k_split;
             const int slot = direct_inbox_slot(owned_index, rank, wg, k_split, wgs);
@@ -525,15 +527,37 @@ static void check_wgmma_ring() {
     }
 }
 
-// The MMA loop finds a block's chunk from the reciprocal (wgmma_chunk_of_block): exact for every
-// pair below 2^10, with the reciprocal rounded as the kernel computes it (an IEEE fp32 division).
-static void check_chunk_of_block() {
-  for (int chunk_blocks = 1; chunk_blocks < 1024; ++chunk_blocks) {
-    const float inverse = 1.0f / float(chunk_blocks);
-    for (int lb = 0; lb < 1024; ++lb)
-      CHECK(wgmma_chunk_of_block(lb, inverse) == lb / chunk_blocks, "chunk of block %d, %d blocks per chunk", lb,
-            chunk_blocks);
+// The MMA loop and the epilogue divide by runtime values through the reciprocal in fp32
+// (small_quotient): exact for every a < 2^16 and b < 2^11, with the reciprocal rounded as the
+// kernels compute it (an IEEE fp32 division). A wrong result is reported once per divisor.
+static void check_small_quotient() {
+  for (int b = 1; b < 2048; ++b) {
+    const float inverse = 1.0f / float(b);
+    int wrong = -1;
+    for (int a = 0; a < 65536 && wrong < 0; ++a)
+      if (small_quotient(a, inverse) != a / b) wrong = a;
+    CHECK(wrong < 0, "small_quotient(%d, 1/%d)", wrong, b);
   }
+  for (int lb = 0; lb < 1024; ++lb) CHECK(wgmma_chunk_of_block(lb, 1.0f / 3.0f) == lb / 3, "chunk of block %d", lb);
+}
+
+// Which rank finishes which tile, and where each rank's K blocks begin: against the definitions
+// (integer division, and the owner as the last rank whose first tile is not past the tile),
+// for every cluster size, every tile count a CTA may have and more.
+static void check_exchange_split() {
+  for (int k_split = 1; k_split <= kMaxClusterSize; ++k_split)
+    for (int ntiles = 1; ntiles <= 512; ++ntiles) {
+      const ExchangeSplit split(k_split, ntiles);
+      for (int r = 0; r <= k_split; ++r) CHECK(split.first_tile(r) == r * ntiles / k_split, "first tile of rank %d", r);
+      for (int tile = 0; tile < ntiles; ++tile) {
+        int owner = k_split - 1;
+        while (owner > 0 && owner * ntiles / k_split > tile) --owner;
+        CHECK(split.owner(tile) == owner, "owner of tile %d of %d, k_split %d", tile, ntiles, k_split);
+      }
+      for (int kblocks = 1; kblocks <= 1024; kblocks += 7)
+        for (int r = 0; r <= k_split; ++r)
+          CHECK(split.first_block(r, kblocks) == r * kblocks / k_split, "first block of rank %d", r);
+    }
 }
 
 int main() {
@@ -545,7 +569,8 @@ int main() {
   check_staging();
   check_ring();
   check_wgmma_ring();
-  check_chunk_of_block();
+  check_small_quotient();
+  check_exchange_split();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

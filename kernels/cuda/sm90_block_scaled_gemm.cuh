@@ -124,7 +124,17 @@ struct GemmKernelArgs {
   int chunk_blocks, early_chunks;
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
   CUtensorMap weight_map_short;
+  // small_quotient's reciprocals (1.0f / float(v), computed by the launcher so that no kernel
+  // divides): k_split, chunk_blocks, and a CTA's tile count, max_tiles_per_cta or one fewer
+  // (the row groups' balanced split gives one or the other; 0 where that is 0).
+  float inverse_k_split, inverse_chunk_blocks, inverse_max_tiles, inverse_short_tiles;
 };
+
+// The epilogue's split of a CTA's ntiles tiles over the cluster's ranks.
+__device__ __forceinline__ ExchangeSplit exchange_split(const GemmKernelArgs& a, int ntiles) {
+  return ExchangeSplit(a.k_split, ntiles, a.inverse_k_split,
+                       ntiles == a.max_tiles_per_cta ? a.inverse_max_tiles : a.inverse_short_tiles);
+}
 
 __device__ __forceinline__ float decode_scale(const void* base, int64_t index, bool e8m0) {
   if (e8m0) return e8m0_to_float(static_cast<const uint8_t*>(base)[index]);
@@ -464,7 +474,7 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
 // WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
 // clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
 // its inbox lies over its activations).
-template <int TOKEN_TILES, int WORKERS = kGemmThreads>
+template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
                                                  bool worker) {
@@ -478,20 +488,24 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   }
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
+  const ExchangeSplit split = exchange_split(a, ntiles);
   for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += WORKERS) {
     const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
     const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
     float4 sum = *reinterpret_cast<const float4*>(slot);
-    for (int k = 1; k < active_wk; ++k) {
-      const float4 v = *reinterpret_cast<const float4*>(slot + k * tile_outputs);
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
+    // A compile-time bound: with a runtime one, ptxas unrolled this loop 16 times over (cold code).
+#pragma unroll
+    for (int k = 1; k < MAX_WARPS_K; ++k) {
+      if (k < active_wk) {
+        const float4 v = *reinterpret_cast<const float4*>(slot + k * tile_outputs);
+        sum.x += v.x;
+        sum.y += v.y;
+        sum.z += v.z;
+        sum.w += v.w;
+      }
     }
-    int owner = a.k_split - 1;
-    while (owner > 0 && owner * ntiles / a.k_split > local_tile) --owner;
-    const int owned_index = local_tile - owner * ntiles / a.k_split;
+    const int owner = split.owner(local_tile);
+    const int owned_index = local_tile - split.first_tile(owner);
     float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
                  (owned_index * a.k_split + rank) * tile_outputs + within;
     *reinterpret_cast<float4*>(dst) = sum;
@@ -504,7 +518,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   timeline_stamp(a, 5);
 
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
-  const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
+  const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
   // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
   // compile-time padding, so that no integer division by `tokens` is needed.
   for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
@@ -514,7 +528,9 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     if (m >= tokens) continue;
     const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
     float sum = slots[0];
-    for (int r = 1; r < a.k_split; ++r) sum += slots[r * tile_outputs];
+#pragma unroll
+    for (int r = 1; r < kMaxClusterSize; ++r)  // a compile-time bound, as above
+      if (r < a.k_split) sum += slots[r * tile_outputs];
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     store_output(a, sum, m_begin + m, n);
   }

@@ -180,13 +180,17 @@ SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
   int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
   return b < 1 ? 1 : (b > max_blocks ? max_blocks : b);
 }
-// The chunk holding block lb of the CTA's slice, lb / chunk_blocks, from chunk_blocks' reciprocal
-// in fp32: an integer division by a runtime value is ~30 instructions per block in the MMA loop.
-// Exact while lb and chunk_blocks are below 2^10 (a CTA's slice holds a few dozen blocks):
-// (lb + 0.5) / chunk_blocks then lies at least 2^-11 from an integer, and fp32's error here is
-// about 2^-13 at most; tests/sm90_layout_check.cpp tries every such pair.
+// a / b for small non-negative integers, from b's reciprocal in fp32 (inverse_b = 1.0f / float(b),
+// the IEEE division): an integer division by a runtime value is ~20-30 instructions, and the MMA
+// loop and the epilogue would run them cold (docs/sm90.md, session 13). (a + 0.5) / b lies at
+// least 1 / (2b) from an integer, and fp32's relative error here (the reciprocal, then the
+// product) is below 2^-23, so the result is exact while (a + 0.5) * 2^-23 < 1/2, i.e. far beyond
+// what a CTA's blocks and tiles reach; tests/sm90_layout_check.cpp tries every a < 2^16 for
+// every b < 2^11.
+SGL_FP8_HD int small_quotient(int a, float inverse_b) { return int((float(a) + 0.5f) * inverse_b); }
+// The chunk holding block lb of the CTA's slice, lb / chunk_blocks, in the MMA loop.
 SGL_FP8_HD int wgmma_chunk_of_block(int lb, float inverse_chunk_blocks) {
-  return int((float(lb) + 0.5f) * inverse_chunk_blocks);
+  return small_quotient(lb, inverse_chunk_blocks);
 }
 // The e4m3 activations, wgmma's K-major B operand under the 128-byte swizzle: token `token` of
 // block lb owns the 128-byte row (lb * token_pad + token), its byte k at piece (k / 16) ^ (token & 7).
@@ -216,13 +220,25 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, int token_tiles, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
 }
-// The cluster rank that finishes local tile `tile` of a CTA's ntiles: rank r finishes tiles
-// [r * ntiles / k_split, (r + 1) * ntiles / k_split).
-SGL_FP8_HD int exchange_owner(int tile, int ntiles, int k_split) {
-  int owner = k_split - 1;
-  while (owner > 0 && owner * ntiles / k_split > tile) --owner;
-  return owner;
-}
+constexpr int kMaxClusterSize = 8;  // portable cluster size limit: the most CTAs a K split has
+
+// Which cluster rank finishes which of a CTA's ntiles tiles in the epilogue: rank r finishes tiles
+// [r * ntiles / k_split, (r + 1) * ntiles / k_split), and r holds r * kblocks / k_split .. of the
+// K blocks. Found without integer division (small_quotient; the products stay below 2^16: k_split
+// <= 8, and a CTA's tiles and K blocks are bounded by its shared memory). The owner of tile t is
+// the largest r with floor(r * ntiles / k_split) <= t, i.e. r * ntiles <= (t + 1) * k_split - 1.
+// The kernels take the reciprocals from the launcher (GemmKernelArgs), computed as here.
+struct ExchangeSplit {
+  int k_split, ntiles;
+  float inverse_k_split, inverse_ntiles;
+  SGL_FP8_HD ExchangeSplit(int k_split_, int ntiles_, float inverse_k_split_, float inverse_ntiles_)
+      : k_split(k_split_), ntiles(ntiles_), inverse_k_split(inverse_k_split_), inverse_ntiles(inverse_ntiles_) {}
+  SGL_FP8_HD ExchangeSplit(int k_split_, int ntiles_)
+      : ExchangeSplit(k_split_, ntiles_, 1.0f / float(k_split_), 1.0f / float(ntiles_)) {}
+  SGL_FP8_HD int first_tile(int rank) const { return small_quotient(rank * ntiles, inverse_k_split); }
+  SGL_FP8_HD int owner(int tile) const { return small_quotient((tile + 1) * k_split - 1, inverse_ntiles); }
+  SGL_FP8_HD int first_block(int rank, int kblocks) const { return small_quotient(rank * kblocks, inverse_k_split); }
+};
 // The direct exchange's inbox slot (of 16 rows x token_pad fp32) for the partials that warpgroup
 // wg of cluster rank `rank` computed for the finishing CTA's owned_index-th tile.
 SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split, int warpgroups) {

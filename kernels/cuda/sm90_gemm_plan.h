@@ -56,7 +56,6 @@ inline void set_partition(GemmPlan& plan, int k_split, int64_t row_groups, int w
 }
 
 constexpr int kWarpsPerCta = 8;
-constexpr int kMaxClusterSize = 8;  // portable cluster size limit
 // Activation groups (token x 128-K block) a CTA quantizes per L2 round trip: 16 half-warps x 8
 // loads in flight each (kActivationBatch in the kernel).
 constexpr int kGroupsPerRoundTrip = 128;

@@ -314,6 +314,11 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.early_chunks = plan.early_chunks;
   a.ring_slots = plan.ring_slots;
   a.weight_map_short = weight_map_short;
+  auto inverse = [](int v) { return v > 0 ? 1.0f / float(v) : 0.0f; };  // small_quotient's (IEEE division)
+  a.inverse_k_split = inverse(plan.k_split);
+  a.inverse_chunk_blocks = inverse(plan.chunk_blocks);
+  a.inverse_max_tiles = inverse(plan.max_tiles_per_cta);
+  a.inverse_short_tiles = inverse(plan.max_tiles_per_cta - 1);
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);

@@ -96,20 +96,27 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(inbox_bar, 0);
   timeline_stamp(a, 5);
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
-  const int owned_begin = rank * ntiles / a.k_split, owned_end = (rank + 1) * ntiles / a.k_split;
+  const ExchangeSplit split = exchange_split(a, ntiles);
+  const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
   for (int i = threadIdx.x; !timeline && i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
     const float* cell = inbox + row * kTokenPad + m;
     float sum = 0.f;
-    for (int r = 0; r < a.k_split; ++r) {
-      const float* rank_slots = cell + direct_inbox_slot(owned, r, 0, a.k_split, WGS) * kTileOutputs;
-      // rank r's warpgroups with K blocks (the others sent zeros, which reduce_and_store leaves out)
-      const int active_wk = min(WGS, (r + 1) * a.kblocks / a.k_split - r * a.kblocks / a.k_split);
-      float part = rank_slots[0];
-      for (int k = 1; k < active_wk; ++k) part += rank_slots[k * kTileOutputs];
-      sum = r == 0 ? part : sum + part;
+    // Compile-time loop bounds (with runtime ones ptxas unrolls each loop 16 times over: cold code).
+#pragma unroll
+    for (int r = 0; r < kMaxClusterSize; ++r) {
+      if (r < a.k_split) {
+        const float* rank_slots = cell + direct_inbox_slot(owned, r, 0, a.k_split, WGS) * kTileOutputs;
+        // rank r's warpgroups with K blocks (the others sent zeros, which reduce_and_store leaves out)
+        const int active_wk = min(WGS, split.first_block(r + 1, a.kblocks) - split.first_block(r, a.kblocks));
+        float part = rank_slots[0];
+#pragma unroll
+        for (int k = 1; k < WGS; ++k)
+          if (k < active_wk) part += rank_slots[k * kTileOutputs];
+        sum = r == 0 ? part : sum + part;
+      }
     }
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     store_output(a, sum, m, n);
@@ -262,8 +269,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
-  const float inverse_chunk_blocks = 1.0f / float(chunk_blocks);
-  auto chunk_of = [&](int lb) { return wgmma_chunk_of_block(lb, inverse_chunk_blocks); };  // no integer division
+  auto chunk_of = [&](int lb) { return wgmma_chunk_of_block(lb, a.inverse_chunk_blocks); };  // no integer division
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
@@ -373,12 +379,13 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       cluster_wait();  // the peers have initialised their inbox barriers
       const uint32_t inbox_address = shared_address(inbox);
       const int g = lane >> 2;
+      const ExchangeSplit split = exchange_split(a, ntiles);
 #pragma unroll
       for (int w = 0; w < kWindows; ++w) {
         const int tile = wgmma_window_tile(w, ntiles) + wq;
         if (tile < kWindowTiles * w) continue;  // owned by the previous window
-        const int owner = exchange_owner(tile, ntiles, a.k_split);
-        const int owned_index = tile - owner * ntiles / a.k_split;
+        const int owner = split.owner(tile);
+        const int owned_index = tile - split.first_tile(owner);
         const int slot = direct_inbox_slot(owned_index, rank, wg, a.k_split, WGS);
         const uint32_t base = inbox_address + uint32_t(slot * kTileRows * kTokenPad + g * kTokenPad + 2 * q) * 4;
         const uint32_t remote = cluster_address(base, uint32_t(owner));
@@ -425,7 +432,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   timeline_stamp(a, 4);
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
-  reduce_and_store<TOKEN_TILES, kThreads>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
+  reduce_and_store<TOKEN_TILES, kThreads, WGS>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
 }
 
 }  // namespace sgl_fp8::sm90
