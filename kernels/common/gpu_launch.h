@@ -30,11 +30,15 @@ struct GemmConfig {
                                 // wgmma ring kernel: K blocks per tensor copy (0: the plan's, about 32 KB)
 };
 
+// The sm_90 GEMM kernels address a 32-token chunk of activations with 32-bit byte offsets: its
+// rows must lie less than this apart (the torch glue copies a view whose rows do not).
+constexpr int64_t kMaxActivationRowBytes = int64_t(1) << 27;
+
 struct GemmParams {
   // Activations [M, K], unit stride along K. smallm_gemm: bf16/fp16, quantized in the kernel;
   // scaled_gemm: e4m3 with x_scale [M, K/128] (fp32 or e8m0 bytes, like w_scale).
   const void* x = nullptr;
-  int64_t x_row_stride = 0;  // in elements
+  int64_t x_row_stride = 0;  // in elements; below kMaxActivationRowBytes bytes
   ElemType x_type = ElemType::kBF16;
   const void* x_scale = nullptr;
   int64_t x_scale_stride_m = 0, x_scale_stride_kb = 0;  // in elements

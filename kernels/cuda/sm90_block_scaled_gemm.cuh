@@ -125,10 +125,18 @@ struct GemmKernelArgs {
   int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
   CUtensorMap weight_map_short;
   // small_quotient's reciprocals (1.0f / float(v), computed by the launcher so that no kernel
-  // divides): k_split, chunk_blocks, and a CTA's tile count, max_tiles_per_cta or one fewer
-  // (the row groups' balanced split gives one or the other; 0 where that is 0).
-  float inverse_k_split, inverse_chunk_blocks, inverse_max_tiles, inverse_short_tiles;
+  // divides): k_split, chunk_blocks, a CTA's tile count (max_tiles_per_cta or one fewer: the
+  // row groups' balanced split gives one or the other; 0 where that is 0) and its K block count
+  // (max_blocks_per_cta or one fewer, likewise).
+  float inverse_k_split, inverse_chunk_blocks, inverse_max_tiles, inverse_short_tiles, inverse_max_blocks,
+      inverse_short_blocks;
+  WgmmaRingSmemLayout wgmma_layout;  // the wgmma ring kernel's shared memory, from its plan
 };
+
+// 1 / nblocks for a CTA's K block count (small_quotient).
+__device__ __forceinline__ float inverse_of_blocks(const GemmKernelArgs& a, int nblocks) {
+  return nblocks == a.max_blocks_per_cta ? a.inverse_max_blocks : a.inverse_short_blocks;
+}
 
 // The epilogue's split of a CTA's ntiles tiles over the cluster's ranks.
 __device__ __forceinline__ ExchangeSplit exchange_split(const GemmKernelArgs& a, int ntiles) {
@@ -159,10 +167,11 @@ __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
 // per group): the (m, lb) pair advances by a fixed step.
 struct GroupCursor {
   int m, lb, step_m, step_lb, nblocks;
-  __device__ __forceinline__ GroupCursor(int first, int stride, int nblocks_) : nblocks(nblocks_) {
-    m = first / nblocks;
+  // first and stride are below 2^10 (threads / 8): small_quotient, from nblocks' reciprocal.
+  __device__ __forceinline__ GroupCursor(int first, int stride, int nblocks_, float inverse_nblocks) : nblocks(nblocks_) {
+    m = small_quotient(first, inverse_nblocks);
     lb = first - m * nblocks;
-    step_m = stride / nblocks;
+    step_m = small_quotient(stride, inverse_nblocks);
     step_lb = stride - step_m * nblocks;
   }
   __device__ __forceinline__ void advance() {
@@ -216,9 +225,13 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation, const Hook& hook) {
   const int l16 = threadIdx.x & 15;
-  const auto* x = static_cast<const uint16_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
-                  int64_t(kb_begin) * kBlockK + l16 * 8;
-  GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks);
+  // A group's address as a 32-bit byte offset from the lane's first element (the launcher keeps
+  // rows less than 2^27 bytes apart, kMaxActivationRowBytes): 64-bit index products were ~25
+  // instructions per load, all between the grid-dependency wait and the first load.
+  const auto* x = static_cast<const uint8_t*>(a.x) +
+                  (int64_t(m_begin) * a.x_row_stride + int64_t(kb_begin) * kBlockK + l16 * 8) * 2;
+  const uint32_t row_bytes = uint32_t(a.x_row_stride) * 2u;
+  GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks, inverse_of_blocks(a, nblocks));
   bool hooked = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
     // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
@@ -229,7 +242,8 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
     for (int i = 0; i < BATCH; ++i) {
       raw[i] = make_uint4(0, 0, 0, 0);
       if (cursor.m < tokens)
-        raw[i] = load_shared_readonly_16B(x + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+        raw[i] = load_shared_readonly_16B(
+            x + (uint32_t(cursor.m) * row_bytes + uint32_t(cursor.rotated_block(rotation)) * uint32_t(2 * kBlockK)));
       cursor.advance();
     }
     if (!hooked) {
@@ -267,14 +281,16 @@ __device__ __forceinline__ void copy_prequantized_slice(const GemmKernelArgs& a,
   const int l8 = threadIdx.x & 7;
   const auto* xq = static_cast<const uint8_t*>(a.x) + int64_t(m_begin) * a.x_row_stride +
                    int64_t(kb_begin) * kBlockK + l8 * 16;
-  GroupCursor cursor(threadIdx.x >> 3, THREADS / 8, nblocks);
+  const uint32_t row_bytes = uint32_t(a.x_row_stride);  // 32-bit offsets, as in quantize_activation_slice
+  GroupCursor cursor(threadIdx.x >> 3, THREADS / 8, nblocks, inverse_of_blocks(a, nblocks));
   while (cursor.m < tokens) {
     const GroupCursor first = cursor;
     uint4 raw[BATCH];
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {
       if (cursor.m < tokens)
-        raw[i] = load_shared_readonly_16B(xq + int64_t(cursor.m) * a.x_row_stride + cursor.rotated_block(rotation) * kBlockK);
+        raw[i] = load_shared_readonly_16B(
+            xq + (uint32_t(cursor.m) * row_bytes + uint32_t(cursor.rotated_block(rotation)) * uint32_t(kBlockK)));
       cursor.advance();
     }
     GroupCursor group = first;
@@ -372,7 +388,9 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   timeline_word(a, 0, entry_ns);
   timeline_word(a, 1, issued_ns);
   timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
-  const int rotation = (group * 7 + rank * 3) % max(1, nblocks);
+  // (group * 7 + rank * 3) mod nblocks: below 2^11 with group < 132 and rank < 8 (small_quotient)
+  const int turn = group * 7 + rank * 3;
+  const int rotation = turn - small_quotient(turn, inverse_of_blocks(a, nblocks)) * nblocks;
   load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
                                                                  rotation, hook);
 }

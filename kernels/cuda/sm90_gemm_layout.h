@@ -256,10 +256,14 @@ SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split,
 //    every chunk has landed and been read (32 tokens: 80 KB for 10 tiles);
 //  * the inbox over the activations is written by the cluster's peers only after the cluster
 //    barrier on which every thread arrives after its MMAs (which read the activations).
+// The plan computes it once and the kernel reads it from its arguments (GemmKernelArgs): computed
+// in the kernel, it was ~180 instructions at every CTA's entry.
 struct WgmmaRingSmemLayout {
-  int64_t xs_offset, red_offset, inbox_offset, ring_offset, barrier_offset, inbox_barrier_offset, scale_offset, total;
-  int chunks, slots;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
-  bool direct;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
+  int64_t xs_offset = 0, red_offset = 0, inbox_offset = 0, ring_offset = 0, barrier_offset = 0,
+          inbox_barrier_offset = 0, scale_offset = 0, total = 0;
+  int chunks = 0, slots = 0;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
+  bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
+  WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
                                  int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false) {
     const int64_t token_pad = int64_t(token_tiles) * 8;

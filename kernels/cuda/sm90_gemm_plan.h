@@ -37,6 +37,7 @@ struct GemmPlan {
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
+  WgmmaRingSmemLayout wgmma_layout;  // wgmma ring kernel: its shared memory (smem_bytes = .total)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
 };
@@ -280,7 +281,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
       best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
       best.smem_stages = 0;
-      best.smem_bytes = smem_for(tiles);
+      best.wgmma_layout = layout_for(tiles, best.ring_slots);
+      best.smem_bytes = best.wgmma_layout.total;
       best.cost = cost;
     }
   }

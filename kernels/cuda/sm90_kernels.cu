@@ -199,6 +199,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (const char* err = LaunchCache::get().device_facts(device, facts)) return err;
 
   const bool prequant = p.x_type == ElemType::kE4M3;
+  if (p.M > 1 && p.x_row_stride * (prequant ? 1 : 2) >= kMaxActivationRowBytes)
+    return "activation rows 128 MB or more apart (K too large for one launch)";
   const int token_tiles = sm90::token_tiles_for(p.M);
   // Clusters are placed within GPCs, so not every SM count divides into clusters: the plans ask
   // how many fit at once and keep the grid to one resident wave. Unless the config asks for the
@@ -219,8 +221,10 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
+  // (Its index math is 32-bit: row groups x tiles below 2^32, K blocks x k_split below 2^22.)
+  const bool wgmma_index_range = p.N / sm90::kTileRows * facts.sms < (int64_t(1) << 32) && p.K < (int64_t(1) << 26);
   if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
-      p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled) {
+      p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled && wgmma_index_range) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
     int32_t tries[4];  // the flags of each plan tried, in order
@@ -319,6 +323,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.inverse_chunk_blocks = inverse(plan.chunk_blocks);
   a.inverse_max_tiles = inverse(plan.max_tiles_per_cta);
   a.inverse_short_tiles = inverse(plan.max_tiles_per_cta - 1);
+  a.inverse_max_blocks = inverse(plan.max_blocks_per_cta);
+  a.inverse_short_blocks = inverse(plan.max_blocks_per_cta - 1);
+  a.wgmma_layout = plan.wgmma_layout;
 
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);

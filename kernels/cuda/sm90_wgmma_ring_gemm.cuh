@@ -142,15 +142,17 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int group = blockIdx.y;  // range of row tiles
   const int tokens = min(kTokenPad, a.M);
 
-  const int tile_begin = int(int64_t(group) * a.tiles / gridDim.y);
-  const int tile_end = int(int64_t(group + 1) * a.tiles / gridDim.y);
-  const int kb_begin = rank * a.kblocks / a.k_split;
-  const int kb_end = (rank + 1) * a.kblocks / a.k_split;
+  // The CTA's tiles and K blocks. 32-bit: the launcher keeps row_groups x tiles below 2^32 (an
+  // int64 division is a ~70-instruction subroutine, run cold at entry); the K split by
+  // small_quotient (rank x kblocks < 2^22: the launcher keeps K below 2^26).
+  const int tile_begin = int(unsigned(group) * unsigned(a.tiles) / gridDim.y);
+  const int tile_end = int(unsigned(group + 1) * unsigned(a.tiles) / gridDim.y);
+  const int kb_begin = small_quotient(rank * a.kblocks, a.inverse_k_split);
+  const int kb_end = small_quotient((rank + 1) * a.kblocks, a.inverse_k_split);
   const int ntiles = tile_end - tile_begin, nblocks = kb_end - kb_begin;
   const int rows = ntiles * kTileRows;
 
-  const WgmmaRingSmemLayout layout(a.max_blocks_per_cta, TOKEN_TILES, a.max_tiles_per_cta, a.k_split, a.chunk_blocks,
-                                   WGS, a.ring_slots, (a.flags & kBarrierExchangeFlag) != 0);
+  const WgmmaRingSmemLayout& layout = a.wgmma_layout;  // the plan's
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
@@ -166,7 +168,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // bits). Flag kDecodeScalesInLoop keeps that order for A/B runs.
   uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
-  const int chunks = (nblocks + chunk_blocks - 1) / chunk_blocks;
+  const int chunks = small_quotient(nblocks + chunk_blocks - 1, a.inverse_chunk_blocks);
   const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
   // Chunk c lands in slot c % slots. Every chunk has its own slot, or (the co-resident plans:
   // chunk_blocks == WGS, every CTA's nblocks a multiple of WGS, slots >= 2) the ring is refilled:
@@ -188,8 +190,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   //    loop). They reach shared memory (decoded) after the activations, when they have long arrived.
   constexpr int kScaleRegs = 2;
   uint32_t scale_regs[kScaleRegs];
-  auto scale_index = [&](int i) {
-    const int s = i / nblocks, lb = i - s * nblocks;
+  const float inverse_nblocks = inverse_of_blocks(a, nblocks);
+  auto scale_index = [&](int i) {  // i < ntiles x nblocks < 2^22
+    const int s = small_quotient(i, inverse_nblocks), lb = i - s * nblocks;
     return int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb;
   };
   auto load_scale = [&](int i) -> uint32_t {
@@ -209,7 +212,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     mbarrier_init_fence();
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
     if (direct) {  // every warpgroup of every rank sends each tile this CTA finishes
-      const int owned = (rank + 1) * ntiles / a.k_split - rank * ntiles / a.k_split;
+      const ExchangeSplit split = exchange_split(a, ntiles);
+      const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
       mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * WGS * kTileRows * kTokenPad * 4));
     }
   }

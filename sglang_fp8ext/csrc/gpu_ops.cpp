@@ -76,11 +76,12 @@ void check_launch(const char* op, const char* error) {
 }
 
 // The kernels read activations 16 bytes at a time. A view whose base or row stride breaks
-// 16-byte alignment is copied to a fresh contiguous tensor first (activations are small; the
-// weight is never copied).
+// 16-byte alignment, or whose rows lie kMaxActivationRowBytes or more apart, is copied to a fresh
+// contiguous tensor first (activations are small; the weight is never copied).
 at::Tensor with_aligned_rows(const at::Tensor& rows) {
   const bool base_aligned = reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0;
-  const bool stride_aligned = rows.size(0) <= 1 || (rows.stride(0) * rows.element_size()) % 16 == 0;
+  const int64_t row_bytes = rows.stride(0) * rows.element_size();
+  const bool stride_aligned = rows.size(0) <= 1 || (row_bytes % 16 == 0 && row_bytes < kMaxActivationRowBytes);
   return base_aligned && stride_aligned ? rows : rows.contiguous();
 }
 
