@@ -316,6 +316,15 @@ static long long swizzle128(long long linear) {
   return row * 128 + ((piece ^ (row % 8)) * 16) + linear % 16;
 }
 
+// The wgmma kernel reads its layout from the plan (GemmKernelArgs.wgmma_layout): it must be the
+// one its arguments describe.
+static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout& y) {
+  return x.xs_offset == y.xs_offset && x.red_offset == y.red_offset && x.inbox_offset == y.inbox_offset &&
+         x.ring_offset == y.ring_offset && x.barrier_offset == y.barrier_offset &&
+         x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
+         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct;
+}
+
 static void check_wgmma_ring() {
   // Weight: a box {128 bytes, rows, chunk_blocks} landing at chunk c * chunk_blocks * rows * 128
   // holds weight byte (row, K block lb, k) at the swizzled linear offset (lb * rows + row) * 128 + k;
@@ -381,6 +390,7 @@ static void check_wgmma_ring() {
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                          plan.chunk_blocks);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
+        CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
                   layout.inbox_offset % 16 == 0,
               "wgmma alignment");
@@ -464,6 +474,7 @@ static void check_wgmma_ring() {
       CHECK(plan.warps_k == kCoResidentWarpGroups && plan.chunk_blocks == kCoResidentWarpGroups, "co-resident warps");
       CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= cap, "co-resident smem %lld",
             (long long)plan.smem_bytes);
+      CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout (co-resident)");
       CHECK(layout.slots == plan.ring_slots && (plan.ring_slots >= 2 || plan.ring_slots == layout.chunks),
             "co-resident slots %d of %d", plan.ring_slots, layout.chunks);
       CHECK(plan.early_chunks == plan.ring_slots, "co-resident copies at entry");
