@@ -322,6 +322,7 @@ template <int THREADS, int TOKEN_PAD, int ROW_BYTES>
 __device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int tokens, int nblocks) {
   constexpr int kPieces = ROW_BYTES / 16;
   if (tokens >= TOKEN_PAD) return;
+  #pragma unroll 1
   for (int i = threadIdx.x; i < nblocks * TOKEN_PAD * kPieces; i += THREADS) {
     const int row = i / kPieces, token = row % TOKEN_PAD;
     if (token < tokens) continue;
@@ -384,10 +385,12 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
                                                           int group, int rank, unsigned long long entry_ns,
                                                           unsigned long long issued_ns, const Hook& hook = {}) {
   wait_for_previous_grid();
-  timeline_stamp(a, 2);
-  timeline_word(a, 0, entry_ns);
-  timeline_word(a, 1, issued_ns);
-  timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
+  if ((a.flags & kTimeline) && threadIdx.x == 0) {  // one branch around the diagnostics' code
+    timeline_word(a, 2, global_timer_ns());
+    timeline_word(a, 0, entry_ns);
+    timeline_word(a, 1, issued_ns);
+    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
+  }
   // (group * 7 + rank * 3) mod nblocks: below 2^11 with group < 132 and rank < 8 (small_quotient)
   const int turn = group * 7 + rank * 3;
   const int rotation = turn - small_quotient(turn, inverse_of_blocks(a, nblocks)) * nblocks;
@@ -507,6 +510,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   const ExchangeSplit split = exchange_split(a, ntiles);
+  #pragma unroll 1
   for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += WORKERS) {
     const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
     const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
@@ -539,6 +543,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
   // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
   // compile-time padding, so that no integer division by `tokens` is needed.
+  #pragma unroll 1
   for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
        i += WORKERS) {
     const int row = i % kTileRows, rest = i / kTileRows;
