@@ -204,6 +204,32 @@ def test_smallm_strided_x_and_offset_weight(device, fmt):
         assert torch.equal(dense(out).view(torch.int16), dense(exp).view(torch.int16))
 
 
+def test_rows_far_apart(gpu):
+    """The sm_90 kernels address a 32-token chunk's activation rows with 32-bit byte offsets; the
+    glue copies a view whose rows lie 2^27 bytes or more apart (kMaxActivationRowBytes) first.
+    Such a view must give the bits its contiguous copy gives, for smallm_gemm (bf16 rows 2^27
+    elements apart) and scaled_gemm (e4m3 rows 2^28 elements apart): 256 MB between rows, so that
+    without the copy the offsets of tokens 16-19 would pass 2^32 (~10 GB of GPU memory)."""
+    N, K, M = 272, 1024, 20
+    x, w, ws = case(N, K, M, "bf16", "fp32", seed=21)
+    wd, wsd = w.to(gpu), ws.to(gpu)
+    stride = 1 << 27
+    buf = torch.zeros((M - 1) * stride + K, dtype=torch.bfloat16, device=gpu)
+    xv = buf.as_strided((M, K), (stride, 1))
+    xv.copy_(x.to(gpu))
+    out = fx.smallm_gemm(xv, wd, wsd)
+    exp = fx.smallm_gemm(x.to(gpu), wd, wsd)
+    assert torch.equal(dense(out).view(torch.int16), dense(exp).view(torch.int16))
+    q, xs = fx.per1x128_quant(x.to(gpu))
+    qbuf = torch.zeros((M - 1) * 2 * stride + K, dtype=FP8, device=gpu)
+    qv = qbuf.as_strided((M, K), (2 * stride, 1))
+    qv.copy_(q)
+    out = fx.scaled_gemm(qv, xs, wd, wsd)
+    exp = fx.scaled_gemm(q, xs, wd, wsd)
+    assert torch.equal(dense(out).view(torch.int16), dense(exp).view(torch.int16))
+    del buf, qbuf
+
+
 def test_reproducible_many_calls(device):
     x, w, ws = case(2112, 7168, 32, "bf16", "fp32", seed=4)
     xd, wd, wsd = on(device, x, w, ws)
