@@ -549,7 +549,6 @@ static void check_small_quotient() {
       if (small_quotient(a, inverse) != a / b) wrong = a;
     CHECK(wrong < 0, "small_quotient(%d, 1/%d)", wrong, b);
   }
-  for (int lb = 0; lb < 1024; ++lb) CHECK(wgmma_chunk_of_block(lb, 1.0f / 3.0f) == lb / 3, "chunk of block %d", lb);
 }
 
 // Which rank finishes which tile, and where each rank's K blocks begin: against the definitions

@@ -322,7 +322,7 @@ template <int THREADS, int TOKEN_PAD, int ROW_BYTES>
 __device__ __forceinline__ void zero_padding_tokens(uint8_t* act, float* xs, int tokens, int nblocks) {
   constexpr int kPieces = ROW_BYTES / 16;
   if (tokens >= TOKEN_PAD) return;
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x; i < nblocks * TOKEN_PAD * kPieces; i += THREADS) {
     const int row = i / kPieces, token = row % TOKEN_PAD;
     if (token < tokens) continue;
@@ -510,7 +510,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   const ExchangeSplit split = exchange_split(a, ntiles);
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += WORKERS) {
     const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
     const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
@@ -543,7 +543,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
   // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
   // compile-time padding, so that no integer division by `tokens` is needed.
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
        i += WORKERS) {
     const int row = i % kTileRows, rest = i / kTileRows;

@@ -185,13 +185,9 @@ SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
 // loop and the epilogue would run them cold (docs/sm90.md, session 13). (a + 0.5) / b lies at
 // least 1 / (2b) from an integer, and fp32's relative error here (the reciprocal, then the
 // product) is below 2^-23, so the result is exact while (a + 0.5) * 2^-23 < 1/2, i.e. far beyond
-// what a CTA's blocks and tiles reach; tests/sm90_layout_check.cpp tries every a < 2^16 for
-// every b < 2^11.
+// what the kernels divide (below 2^22, the launcher's bounds); tests/sm90_layout_check.cpp tries
+// every a < 2^16 for every b < 2^11, and every a < 2^22 for the cluster sizes.
 SGL_FP8_HD int small_quotient(int a, float inverse_b) { return int((float(a) + 0.5f) * inverse_b); }
-// The chunk holding block lb of the CTA's slice, lb / chunk_blocks, in the MMA loop.
-SGL_FP8_HD int wgmma_chunk_of_block(int lb, float inverse_chunk_blocks) {
-  return small_quotient(lb, inverse_chunk_blocks);
-}
 // The e4m3 activations, wgmma's K-major B operand under the 128-byte swizzle: token `token` of
 // block lb owns the 128-byte row (lb * token_pad + token), its byte k at piece (k / 16) ^ (token & 7).
 SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {
@@ -224,8 +220,8 @@ constexpr int kMaxClusterSize = 8;  // portable cluster size limit: the most CTA
 
 // Which cluster rank finishes which of a CTA's ntiles tiles in the epilogue: rank r finishes tiles
 // [r * ntiles / k_split, (r + 1) * ntiles / k_split), and r holds r * kblocks / k_split .. of the
-// K blocks. Found without integer division (small_quotient; the products stay below 2^16: k_split
-// <= 8, and a CTA's tiles and K blocks are bounded by its shared memory). The owner of tile t is
+// K blocks. Found without integer division (small_quotient: k_split <= 8, a CTA's tiles are bounded
+// by its shared memory, and the launcher keeps rank x kblocks below 2^22). The owner of tile t is
 // the largest r with floor(r * ntiles / k_split) <= t, i.e. r * ntiles <= (t + 1) * k_split - 1.
 // The kernels take the reciprocals from the launcher (GemmKernelArgs), computed as here.
 struct ExchangeSplit {

@@ -98,7 +98,7 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
   const ExchangeSplit split = exchange_split(a, ntiles);
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x; !timeline && i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
@@ -206,14 +206,14 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     scale_regs[r] = i < ntiles * nblocks ? load_scale(i) : 0u;
   }
   if (threadIdx.x == 0) {
-    #pragma unroll 1
+#pragma unroll 1
     for (int c = 0; c < slots; ++c) mbarrier_init(full + 8 * c, 1);
     if (refill)
-      #pragma unroll 1
+#pragma unroll 1
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     if (direct) mbarrier_init(inbox_bar, 1);
     mbarrier_init_fence();
-    #pragma unroll 1
+#pragma unroll 1
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
     if (direct) {  // every warpgroup of every rank sends each tile this CTA finishes
       const ExchangeSplit split = exchange_split(a, ntiles);
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
-      #pragma unroll 1
+#pragma unroll 1
       for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
         tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
                                  kb_begin + c * chunk_blocks, full + 8 * c);
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? scale_regs[r]
                                                         : __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));
   }
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
     unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? load_scale(i)  // beyond 2 x kThreads (tile, block) pairs
                                                       : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   if (timeline && threadIdx.x == 0) {
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
-    #pragma unroll 1
+#pragma unroll 1
     for (int c = 0; c < slots; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
   }
 
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
-  auto chunk_of = [&](int lb) { return wgmma_chunk_of_block(lb, a.inverse_chunk_blocks); };  // no integer division
+  auto chunk_of = [&](int lb) { return small_quotient(lb, a.inverse_chunk_blocks); };  // lb / chunk_blocks
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
