@@ -539,13 +539,22 @@ static void check_wgmma_ring() {
 }
 
 // The MMA loop and the epilogue divide by runtime values through the reciprocal in fp32
-// (small_quotient): exact for every a < 2^16 and b < 2^11, with the reciprocal rounded as the
-// kernels compute it (an IEEE fp32 division). A wrong result is reported once per divisor.
+// (small_quotient): exact for every a < 2^16 and b < 2^11, and every a < 2^22 for b <= 8, with
+// the reciprocal rounded as the kernels compute it (an IEEE fp32 division). A wrong result is
+// reported once per divisor.
 static void check_small_quotient() {
   for (int b = 1; b < 2048; ++b) {
     const float inverse = 1.0f / float(b);
     int wrong = -1;
     for (int a = 0; a < 65536 && wrong < 0; ++a)
+      if (small_quotient(a, inverse) != a / b) wrong = a;
+    CHECK(wrong < 0, "small_quotient(%d, 1/%d)", wrong, b);
+  }
+  // The K split's ranks (b = k_split) over the launcher's whole range: rank x kblocks < 2^22.
+  for (int b = 1; b <= kMaxClusterSize; ++b) {
+    const float inverse = 1.0f / float(b);
+    int wrong = -1;
+    for (int a = 0; a < (1 << 22) && wrong < 0; ++a)
       if (small_quotient(a, inverse) != a / b) wrong = a;
     CHECK(wrong < 0, "small_quotient(%d, 1/%d)", wrong, b);
   }
