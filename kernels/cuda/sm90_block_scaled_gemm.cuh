@@ -342,14 +342,19 @@ struct WeightUnit {
 // Diagnostics (kTimeline): word `slot` of this CTA's timeline record, written over the output by
 // thread 0 (records that would not fit in the output are dropped). Stateless, so that it costs
 // no registers across the main loop.
-__device__ __forceinline__ void timeline_word(const GemmKernelArgs& a, int slot, unsigned long long value) {
-  if (!(a.flags & kTimeline) || threadIdx.x != 0) return;
+// The timeline's store is out of line: inlined at each of its ~12 call sites it was ~30 instructions
+// behind a branch, among the epilogue's hot instructions, which a launch fetches cold (docs/sm90.md).
+__device__ __noinline__ void store_timeline_word(void* out, int64_t out_bytes, int slot, unsigned long long value) {
+  if (threadIdx.x != 0) return;
   const int64_t record = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  if ((record + 1) * kTimelineSlots * 8 > int64_t(a.M) * a.N * 2) return;
-  static_cast<unsigned long long*>(a.out)[record * kTimelineSlots + slot] = value;
+  if ((record + 1) * kTimelineSlots * 8 > out_bytes) return;
+  static_cast<unsigned long long*>(out)[record * kTimelineSlots + slot] = value;
+}
+__device__ __forceinline__ void timeline_word(const GemmKernelArgs& a, int slot, unsigned long long value) {
+  if (a.flags & kTimeline) store_timeline_word(a.out, int64_t(a.M) * a.N * 2, slot, value);
 }
 __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot) {
-  if (a.flags & kTimeline) timeline_word(a, slot, global_timer_ns());
+  if (a.flags & kTimeline) store_timeline_word(a.out, int64_t(a.M) * a.N * 2, slot, global_timer_ns());
 }
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
