@@ -97,17 +97,20 @@ static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 2
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
 struct GemmKernelArgs {
+  // The scalars first and the tensor maps last: the kernel reads its arguments from the constant
+  // bank at entry, where each cache line is a miss (ncu at 4ab7f19: 5.6 % of the warp-stall
+  // samples of a cold launch); the maps, read by the TMA unit, no longer split them.
   const void* x;
   int64_t x_row_stride;
-  bool x_is_fp16;  // else bf16 (smallm); ignored when pre-quantized
   const void* x_scale;
   int64_t x_scale_stride_m, x_scale_stride_kb;
   const uint8_t* w;
-  bool w_shuffled;
   const void* w_scale;
-  bool e8m0;
   const void* bias;
   void* out;
+  bool x_is_fp16;  // else bf16 (smallm); ignored when pre-quantized
+  bool w_shuffled;
+  bool e8m0;
   bool out_is_fp16;
   int M, N, K;
   int tiles, kblocks;  // N / 16, K / 128
@@ -116,14 +119,10 @@ struct GemmKernelArgs {
   int max_tiles_per_cta, max_blocks_per_cta;
   int smem_stages;  // 0..kMaxStages
   int flags;
-  // Ring kernel, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
-  // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*).
-  CUtensorMap weight_map;
-  // wgmma ring kernel: blocks per tensor copy, and a second map whose box is one tile shorter
-  // (for the CTAs that own one tile fewer than max_tiles_per_cta; weight_map has the full box).
+  // wgmma ring kernel: blocks per tensor copy, copies requested at entry, ring slots (0: one per
+  // chunk; fewer: refilled).
   int chunk_blocks, early_chunks;
-  int ring_slots;  // wgmma ring kernel: slots of its ring (0: one per chunk; fewer: refilled)
-  CUtensorMap weight_map_short;
+  int ring_slots;
   // small_quotient's reciprocals (1.0f / float(v), computed by the launcher so that no kernel
   // divides): k_split, chunk_blocks, a CTA's tile count (max_tiles_per_cta or one fewer: the
   // row groups' balanced split gives one or the other; 0 where that is 0) and its K block count
@@ -131,6 +130,12 @@ struct GemmKernelArgs {
   float inverse_k_split, inverse_chunk_blocks, inverse_max_tiles, inverse_short_tiles, inverse_max_blocks,
       inverse_short_blocks;
   WgmmaRingSmemLayout wgmma_layout;  // the wgmma ring kernel's shared memory, from its plan
+  // Ring kernels, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
+  // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*); the wgmma
+  // ring kernel's box is the CTA's tiles over chunk_blocks blocks, and a second map's box is one
+  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta).
+  CUtensorMap weight_map;
+  CUtensorMap weight_map_short;
 };
 
 // 1 / nblocks for a CTA's K block count (small_quotient).
