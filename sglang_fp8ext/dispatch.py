@@ -49,8 +49,8 @@ CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(,
 # Flag bits a table may use (sm_90, kernels/cuda/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
 # shared-memory staging stage, 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync
 # ring kernel, 512 = the wgmma ring kernel's co-resident variant, 1024 (with 512) = that variant
-# with the whole shared memory, 2048 (with 512) = that variant's exchange through the cluster
-# barrier instead of the direct one (the same bits), 4096 = the wgmma ring kernel's block scales
+# with the whole shared memory, 2048 = the wgmma ring kernel's exchange through the cluster
+# barrier instead of the direct (512) or async (4 warpgroups) one (the same bits), 4096 = the wgmma ring kernel's block scales
 # decoded in its MMA loop (the same bits, slower with e8m0); each gives a correct output.
 # The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
 TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096

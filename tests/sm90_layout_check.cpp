@@ -322,7 +322,7 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
   return x.xs_offset == y.xs_offset && x.red_offset == y.red_offset && x.inbox_offset == y.inbox_offset &&
          x.ring_offset == y.ring_offset && x.barrier_offset == y.barrier_offset &&
          x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
-         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct;
+         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier;
 }
 
 static void check_wgmma_ring() {
@@ -413,6 +413,13 @@ static void check_wgmma_ring() {
           CHECK(layout.inbox_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4 &&
                     layout.inbox_offset + inbox_bytes <= layout.ring_offset,
                 "wgmma inbox apart");
+        // The async exchange (K split, up to 16 tokens): an inbox mbarrier after the ring's; the
+        // inbox 16-byte aligned (st.async of four floats at 16-byte steps).
+        const bool async_exchange = !over && plan.k_split > 1;
+        CHECK(layout.inbox_barrier == async_exchange && !layout.direct &&
+                  layout.scale_offset - layout.inbox_barrier_offset == (async_exchange ? 8 : 0) &&
+                  layout.inbox_barrier_offset % 8 == 0 && layout.inbox_offset % 16 == 0,
+              "async exchange barrier");
         CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
         CHECK(plan.row_groups * plan.k_split <= 132, "wgmma grid %d x %d", plan.row_groups, plan.k_split);
         CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");
@@ -481,7 +488,7 @@ static void check_wgmma_ring() {
       CHECK(KB % plan.k_split == 0 && (KB / plan.k_split) % kCoResidentWarpGroups == 0, "co-resident blocks");
       const long long red_bytes = (long long)plan.max_tiles_per_cta * plan.warps_k * kTileRows * plan.token_tiles * 8 * 4;
       const bool direct = plan.k_split > 1;  // the co-resident variant's direct exchange
-      CHECK(layout.direct == direct, "direct exchange where K is split");
+      CHECK(layout.direct == direct && layout.inbox_barrier == direct, "direct exchange where K is split");
       CHECK(layout.barrier_offset - layout.ring_offset >= red_bytes &&
                 layout.barrier_offset - layout.ring_offset >=
                     (long long)layout.slots * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK &&

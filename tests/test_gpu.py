@@ -135,7 +135,8 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
     its bits, nor does the register-staging flag (8) change the default's; forced cluster sizes
     (1, 2 with spread clusters, 4) and the wgmma kernel's co-resident variant (flag 512, with its own
     plan and with k_split 4) meet the contract where they fit, and the variant's direct exchange
-    gives the bits of its exchange through the cluster barrier (flag 2048). A forced size that fits
+    and the 4-warpgroup kernel's async exchange (K split) give the bits of the exchange through
+    the cluster barrier (flag 2048). A forced size that fits
     no kernel is the documented error, and the default plus at least one forced size must run."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
@@ -150,6 +151,7 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         out = fx.smallm_gemm(xd, wd, wsd, False, bd)
         assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
         assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 8])), _bits(out))
+        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 2048])), _bits(out))
         register = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 32])
         assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
         for config in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 2]):
@@ -163,9 +165,9 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
                 assert "no sm_90 GEMM plan fits" in str(e), (config, str(e))
                 continue
             assert_gemm_contract(got, ref, f"config {config} N={n} M={M}")
-            if config[4] & 512:
-                barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
-                assert torch.equal(_bits(barrier), _bits(got)), f"direct and barrier exchanges differ: {config}"
+            # the direct (co-resident) or async (4 warpgroups, K split) exchange against the cluster barrier's
+            barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
+            assert torch.equal(_bits(barrier), _bits(got)), f"the exchanges differ: {config}"
             ran += 1
         assert ran >= 2, (n, k, M, ran)
 

@@ -6,7 +6,8 @@ mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too
 wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
 register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
 co-resident variant (flag 512) and its whole-shared-memory instance (flags 512 + 1024, also with
-k_split 1), and a weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
+k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async exchange), and a
+weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
 the refilled ring, and at M = 16 its whole-shared-memory instance). --quick (racecheck): 5120x4096
 and 272x1024 at M = 1 and 24."""
 
@@ -42,6 +43,13 @@ for n, k in SHAPES:
                 # its whole-shared-memory instance, with the plan's k_split and with k_split 1
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 1536])
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [1, 0, 0, 0, 1536])
+                # the 4-warpgroup kernel with a K split: its async exchange (st.async onto the inbox mbarrier)
+                for k_split in (2, 4):
+                    try:
+                        torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [k_split, 0, 0, 0, 0])
+                    except RuntimeError as e:  # a forced split with too few tiles per CTA: the documented error
+                        if "no sm_90 GEMM plan fits" not in str(e):
+                            raise
             q, s = fx.per1x128_quant(x, e8m0)
             fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
             qt, st = fx.per1x128_quant(x, e8m0, transpose_scale=True)

@@ -80,8 +80,8 @@ enum GemmFlags : int32_t {
   // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
   // (one CTA per SM; kWholeSmemFlag in the plan).
   kWholeSmem = kWholeSmemFlag,
-  // Not diagnostic (the same bits): with kCoResident, exchange through the cluster barrier, not
-  // directly (kBarrierExchangeFlag in the layout).
+  // Not diagnostic (the same bits): the wgmma ring kernel exchanges through the cluster barrier,
+  // not directly (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
   kBarrierExchange = kBarrierExchangeFlag,
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
@@ -505,10 +505,15 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
 // WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
 // clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
 // its inbox lies over its activations).
-template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps>
+// ASYNC_CAPABLE (the 4-warpgroup wgmma ring kernel up to 16 tokens): where `async_exchange` (the
+// plan's wgmma_async_exchange), the sums go to the finishing CTA's inbox by st.async, counted on
+// its mbarrier `inbox_bar` (armed at entry with the bytes it receives), and the CTA waits on its
+// own barrier instead of the cluster barrier. One copy of the code serves both exchanges: a
+// second inlined copy of this function cost more in the cold code than the exchange saved.
+template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps, bool ASYNC_CAPABLE = false>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
-                                                 bool worker) {
+                                                 bool worker, bool async_exchange = false, uint32_t inbox_bar = 0) {
   namespace cg = cooperative_groups;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
@@ -538,11 +543,18 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     }
     const int owner = split.owner(local_tile);
     const int owned_index = local_tile - split.first_tile(owner);
+    if (ASYNC_CAPABLE && async_exchange) {
+      const uint32_t dst = shared_address(inbox + (owned_index * a.k_split + rank) * tile_outputs + within);
+      store_async_to_cluster(cluster_address(dst, uint32_t(owner)), sum, cluster_address(inbox_bar, uint32_t(owner)));
+      continue;
+    }
     float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
                  (owned_index * a.k_split + rank) * tile_outputs + within;
     *reinterpret_cast<float4*>(dst) = sum;
   }
-  if (a.k_split > 1) {
+  if (ASYNC_CAPABLE && async_exchange) {
+    mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(inbox_bar, 0);
+  } else if (a.k_split > 1) {
     cluster.sync();
   } else {
     __syncthreads();

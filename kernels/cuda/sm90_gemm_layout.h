@@ -162,8 +162,9 @@ constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved
 // memory (one CTA per SM), where even the co-resident ring leaves the activations no room
 // (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
 constexpr int kWholeSmemFlag = 1024;
-// With kCoResidentFlag: the cluster barrier's exchange (reduce_and_store) instead of the direct
-// one (wgmma_direct_exchange). The same bits; for A/B runs and tests, not offered to tables.
+// The cluster barrier's exchange (reduce_and_store) instead of the direct one (co-resident variant,
+// wgmma_direct_exchange) or the async one (4-warpgroup kernel up to 16 tokens,
+// wgmma_async_exchange). The same bits; for A/B runs and tests, not offered to tables.
 constexpr int kBarrierExchangeFlag = 2048;
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
@@ -212,9 +213,19 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 // co-resident variant serves the kernel's own plan: 0.93-0.99x the time on 4096x2048, 4096x4096
 // and 4096x1024; 4608x4096 0.98-1.00x; 5120x4096 0.99x in one run and 1.01-1.03x in the other. With 4
 // warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) it took 0.99-1.02x at
-// M = 4-8 and 1.03-1.06x at M = 16, so the 4-warpgroup kernel keeps the cluster barrier.
+// M = 4-8 and 1.03-1.06x at M = 16: the 4-warpgroup kernel sums its warpgroups first
+// (wgmma_async_exchange).
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, int token_tiles, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
+}
+// The 4-warpgroup kernel's async exchange (K split, up to 16 tokens): the CTA still parks and sums
+// its warpgroups' partials, then stores each tile's sum by st.async into the finishing CTA's
+// inbox, counted in bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster
+// barrier (whose release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements).
+// H200, binary against binary (docs/sm90.md, session 15): bench 0.955x the time at M = 8-16
+// (0.89x at best), level at M <= 4 and M = 32; the decode step level.
+SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, int token_tiles, int k_split) {
+  return warpgroups == kWgmmaWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
 }
 constexpr int kMaxClusterSize = 8;  // portable cluster size limit: the most CTAs a K split has
 
@@ -259,6 +270,7 @@ struct WgmmaRingSmemLayout {
           inbox_barrier_offset = 0, scale_offset = 0, total = 0;
   int chunks = 0, slots = 0;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
   bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
+  bool inbox_barrier = false;  // an mbarrier counts the inbox's bytes (the direct or the async exchange)
   WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
                                  int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false) {
@@ -268,6 +280,7 @@ struct WgmmaRingSmemLayout {
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
     const bool shared = wgmma_inbox_over_activations(token_tiles);
     direct = wgmma_direct_exchange(warpgroups, token_tiles, k_split) && !barrier_exchange;
+    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, token_tiles, k_split)) && !barrier_exchange;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;
@@ -281,7 +294,7 @@ struct WgmmaRingSmemLayout {
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
     inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
-    scale_offset = inbox_barrier_offset + (direct ? 8 : 0);
+    scale_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }
 };

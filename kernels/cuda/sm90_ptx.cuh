@@ -153,6 +153,14 @@ __device__ __forceinline__ void store_async_to_cluster(uint32_t address, float x
                : "memory");
 }
 
+// The same for four floats (16-byte aligned address): 16 bytes of transactions.
+__device__ __forceinline__ void store_async_to_cluster(uint32_t address, float4 v, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   address),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+               : "memory");
+}
+
 // Global -> this CTA's shared memory, `bytes` (a multiple of 16, both addresses 16-byte aligned)
 // completing as transactions on `bar`. A CTA's own shared::cta address is a valid shared::cluster
 // address.

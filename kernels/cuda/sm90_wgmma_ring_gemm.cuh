@@ -21,9 +21,11 @@
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k, the partials parked over the ring once it is read (and from 32
-//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout); the co-resident
-//    variant's clusters exchange directly instead (wgmma_direct_exchange: each warpgroup's
-//    partials go by st.async into the finishing CTA's inbox, which waits for their bytes).
+//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout). Up to 16 tokens a
+//    K split's sums go by st.async into the finishing CTA's inbox, which waits for their bytes
+//    on its mbarrier instead of a cluster barrier (wgmma_async_exchange); the co-resident
+//    variant's warpgroups send their partials so without summing them first
+//    (wgmma_direct_exchange).
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
@@ -156,6 +158,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const WgmmaRingSmemLayout& layout = a.wgmma_layout;  // the plan's
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
+  // The async exchange (wgmma_async_exchange): the 4-warpgroup instances up to 16 tokens.
+  constexpr bool kAsyncExchange = WGS == kWgmmaWarpGroups && !wgmma_inbox_over_activations(TOKEN_TILES);
+  const bool async_exchange = kAsyncExchange && layout.inbox_barrier;
+  const bool inbox_barrier = direct || async_exchange;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
@@ -183,7 +189,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (!kInboxOverActivations && a.k_split > 1 && !direct) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (!kInboxOverActivations && a.k_split > 1 && !inbox_barrier) cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -211,20 +217,21 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (refill)
 #pragma unroll 1
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
-    if (direct) mbarrier_init(inbox_bar, 1);
+    if (inbox_barrier) mbarrier_init(inbox_bar, 1);
     mbarrier_init_fence();
 #pragma unroll 1
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
-    if (direct) {  // every warpgroup of every rank sends each tile this CTA finishes
+    if (inbox_barrier) {  // every rank (direct: every warpgroup of every rank) sends each tile this CTA finishes
       const ExchangeSplit split = exchange_split(a, ntiles);
       const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
-      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * WGS * kTileRows * kTokenPad * 4));
+      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * (direct ? WGS : 1) * kTileRows * kTokenPad * 4));
     }
   }
   __syncthreads();
-  // The direct exchange's peers store into this CTA's inbox and count on its barrier: they may do
-  // so once this arrival (after the barrier's initialisation and its fence) is matched by their wait.
-  if (direct) cluster_arrive_relaxed();
+  // The direct or async exchange's peers store into this CTA's inbox and count on its barrier: they
+  // may do so once this arrival (after the barrier's initialisation and its fence) is matched by
+  // their wait (cluster_wait before their first st.async).
+  if (inbox_barrier) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
@@ -443,7 +450,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   timeline_stamp(a, 4);
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
-  reduce_and_store<TOKEN_TILES, kThreads, WGS>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens, true);
+  reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens,
+                                                               true, async_exchange, inbox_bar);
 }
 
 }  // namespace sgl_fp8::sm90
