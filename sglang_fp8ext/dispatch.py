@@ -64,16 +64,22 @@ SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 10
 
 # Heuristic bounds. CUDA: the fused kernel is the fastest FP8 path measured on the H200 up to
 # M = 16 on every shape (the wgmma ring kernel, 1.3-1.5x faster than cuBLASLt blockwise at
-# M = 16). At M = 32 (the wgmma ring kernel since 4443eab) the two are even on the large shapes
-# (16.8 / 16.3 us fused against 16.7 / 16.4 cuBLASLt for 5120x4096 / 4608x4096), cuBLASLt wins on
-# 8192x1024 (8.6 against 10.8) and the fused op on 1536x4096 (11.1 against 16.2): the heuristic
-# keeps cuBLASLt there and the tuned table decides per shape (tune at 4443eab). Above 32 tokens
-# the fused kernel re-streams the weight once per 32-token chunk, so a GEMM that tiles M wins.
+# M = 16). From 17 to 32 tokens it depends on the weight's size (tune over ten shapes outside
+# the table at c751bb8, docs/perf/h200_heuristic_m17_32_c751bb8.json): up to ~22 MiB the
+# 4-warpgroup wgmma kernel holds a CTA's share of 32 tokens and the fused op beats quant +
+# cuBLASLt (4096x4096 1.21-1.59x, 2560x4096 1.42-1.83x, 1024x4096 2.0-2.6x, 3072x1536
+# 1.26-1.79x; 7168x2048 1.31x at M = 17, 0.96-1.00x at M = 24-32; the tuned SPEC §6 shapes up to
+# 5120x4096, 20 MiB: 1.05-1.90x at M = 32); above it the fused op runs the register kernel and
+# loses to cuBLASLt (0.39-0.69x: 10240x4096, 12288x4096, 4096x12288, 4608x7168, 24576x4096) and,
+# where cuBLASLt cannot run (e8m0 scales), mostly to the unfused path (fused / unfused 0.97-1.13
+# at M = 17-24, 1.03-1.13 at M = 32). Above 32 tokens the fused kernel re-streams the weight once
+# per 32-token chunk, so a GEMM that tiles M wins.
 # cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``):
 # tools/scaled_mm_probe.py on the H200 found it wrong exactly where K/128 is not a multiple of 4
 # (K = 256: relative errors 0.9 to 160) and within 2e-3 of the float64 reference on every shape
 # with K % 512 == 0 it tried (N 256..8192, K 512..4096, M 1..64).
 CUDA_FUSED_ONLY_MAX_M = 16
+CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16 = 22 * 2**20  # N x K e4m3 bytes (5120x4096 is 20 MiB, 6144x4096 24 MiB)
 FUSED_MAX_M = 32
 
 
@@ -128,16 +134,18 @@ def _runnable(path: str, dev: DeviceInfo, scaled_mm_ok: bool, fused_enabled: boo
     return path == "unfused"
 
 
-def heuristic(dev: DeviceInfo, m, *, e8m0: bool, shuffled: bool, scaled_mm_ok: bool, fused_enabled: bool = True) -> Tuple[str, str]:
-    """(path, M bucket) for a call without a table entry."""
+def heuristic(dev: DeviceInfo, m, *, n: int, k: int, e8m0: bool, shuffled: bool, scaled_mm_ok: bool,
+              fused_enabled: bool = True) -> Tuple[str, str]:
+    """(path, M bucket) for a call without a table entry, for an [n, k] weight."""
     if dev.kind == "cuda":
         if fused_enabled and m <= CUDA_FUSED_ONLY_MAX_M:
             return "fused", f"M<={CUDA_FUSED_ONLY_MAX_M}"
-        if scaled_mm_ok:
-            return "scaled_mm", f"M>{CUDA_FUSED_ONLY_MAX_M}" if fused_enabled else "any M"
-        if fused_enabled and m <= FUSED_MAX_M:
+        small_weight = n * k <= CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16
+        if fused_enabled and m <= FUSED_MAX_M and small_weight:
             return "fused", f"{CUDA_FUSED_ONLY_MAX_M}<M<={FUSED_MAX_M}"
-        return "unfused", f"M>{FUSED_MAX_M}" if fused_enabled else "any M"
+        # the same path for every larger M: one bucket
+        bucket = "any M" if not fused_enabled else f"M>{FUSED_MAX_M}" if small_weight else f"M>{CUDA_FUSED_ONLY_MAX_M}"
+        return ("scaled_mm" if scaled_mm_ok else "unfused"), bucket
     if dev.kind == "rocm":
         if fused_enabled and m <= FUSED_MAX_M:
             return "fused", f"M<={FUSED_MAX_M}"
@@ -166,7 +174,8 @@ def select(dev: DeviceInfo, m, n: int, k: int, *, e8m0: bool = False, shuffled: 
                     break  # this call cannot take the tabulated path: the heuristic decides
                 low = t_m + 1
             break
-    path, bucket = heuristic(dev, m, e8m0=e8m0, shuffled=shuffled, scaled_mm_ok=scaled_mm_ok, fused_enabled=fused_enabled)
+    path, bucket = heuristic(dev, m, n=n, k=k, e8m0=e8m0, shuffled=shuffled, scaled_mm_ok=scaled_mm_ok,
+                             fused_enabled=fused_enabled)
     return Choice(path, None, "heuristic", bucket)
 
 

@@ -74,7 +74,7 @@ def candidates(dev: dispatch.DeviceInfo, n: int, k: int, e8m0: bool) -> List[Can
 def heuristic_candidate(dev: dispatch.DeviceInfo, m: int, n: int, k: int, e8m0: bool) -> str:
     """Name of the candidate the heuristic would run (the fused kernel's own plan for "fused")."""
     ok = dispatch.scaled_mm_eligible(dev, n, k, e8m0=e8m0, shuffled=False)
-    return dispatch.heuristic(dev, m, e8m0=e8m0, shuffled=False, scaled_mm_ok=ok)[0]
+    return dispatch.heuristic(dev, m, n=n, k=k, e8m0=e8m0, shuffled=False, scaled_mm_ok=ok)[0]
 
 
 def check_rows(out: torch.Tensor, ref: torch.Tensor, against: str) -> Optional[str]:

@@ -88,11 +88,29 @@ def test_heuristic_cpu_fused_at_any_m(fmt):
 
 
 def test_heuristic_cuda_sm90():
-    # eligible shape (N % 128, K % 512, fp32, plain): fused up to 16 tokens, cuBLASLt above
-    for m in (1, 2, 8, 9, 16):
+    # eligible shapes (N % 128, K % 512, fp32, plain): fused up to 16 tokens; from 17 to 32 fused
+    # where the weight is at most 22 MiB (5120x4096: 20 MiB), cuBLASLt where it is larger
+    # (6144x4096: 24 MiB); cuBLASLt above 32
+    assert dispatch.CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16 == 22 * 2**20
+    for m in (1, 2, 8, 9, 16, 17, 24, 32):
         assert select(H200, m).path == "fused", m
-    for m in (17, 32, 33, 200):
+        assert select(H200, m, n=4096, k=4096).path == "fused", m
+    for m in (33, 200):
         assert select(H200, m).path == "scaled_mm", m
+    for n, k in ((6144, 4096), (12288, 4096), (4096, 12288), (4608, 7168)):
+        for m in (1, 8, 16):
+            assert select(H200, m, n=n, k=k).path == "fused", (n, k, m)
+        for m in (17, 32, 33, 200):
+            assert select(H200, m, n=n, k=k).path == "scaled_mm", (n, k, m)
+        # no cuBLASLt for e8m0 scales: the unfused path above 16 tokens for these weights
+        assert select(H200, 16, n=n, k=k, e8m0=True).path == "fused"
+        for m in (17, 32, 33):
+            assert select(H200, m, n=n, k=k, e8m0=True).path == "unfused", (n, k, m)
+        # one bucket for every M above 16 (one compile guard)
+        assert {select(H200, m, n=n, k=k).bucket for m in (17, 32, 33, 500)} == {"M>16"}
+    # 22 MiB exactly is small, one 128-row block more is not
+    assert select(H200, 20, n=5632, k=4096).path == "fused"
+    assert select(H200, 20, n=5632 + 128, k=4096).path == "scaled_mm"
     # N = 2112 (a partial last scale block) or K/128 not a multiple of 4 (K = 256, 640: cuBLASLt
     # measured wrong at K = 256): never cuBLASLt; fused up to 32 tokens, unfused above
     for n, k in ((2112, 7168), (4096, 256), (4096, 640)):
@@ -102,6 +120,8 @@ def test_heuristic_cuda_sm90():
             assert select(H200, m, n=n, k=k).path == "unfused", (n, k, m)
     # a shuffled weight is not described to cuBLASLt either
     assert select(H200, 16, shuffled=True).path == "fused"
+    assert select(H200, 20, shuffled=True).path == "fused"
+    assert select(H200, 20, n=12288, k=4096, shuffled=True).path == "unfused"
     assert select(H200, 40, shuffled=True).path == "unfused"
 
 
@@ -430,8 +450,9 @@ def test_gpu_scaled_mm_path_vs_float64_reference(gpu, tmp_path, monkeypatch, n, 
 
 
 def test_gpu_heuristic_takes_scaled_mm_above_16_on_sm90(gpu, tmp_path, monkeypatch):
-    """Without a table, CUDA takes the fused op up to dispatch.CUDA_FUSED_ONLY_MAX_M (16) and
-    cuBLASLt above it where eligible (fp32 scales, N and K multiples of 128)."""
+    """Without a table, CUDA takes the fused op up to dispatch.CUDA_FUSED_ONLY_MAX_M (16), and up
+    to 32 tokens where the weight is at most 22 MiB; cuBLASLt above where eligible (fp32 scales,
+    N a multiple of 128, K of 512)."""
     _require_sm90(gpu)
     assert dispatch.CUDA_FUSED_ONLY_MAX_M == 16
     monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))  # no table: the heuristic
@@ -439,14 +460,14 @@ def test_gpu_heuristic_takes_scaled_mm_above_16_on_sm90(gpu, tmp_path, monkeypat
     calls = []
     real = dispatch.scaled_mm_linear
     monkeypatch.setattr(dispatch, "scaled_mm_linear", lambda *a: calls.append(a[0].shape[0]) or real(*a))
-    for n, k, takes in ((4096, 2048, True), (256, 512, True), (512, 256, False)):
+    for n, k, takes in ((4096, 2048, [40]), (256, 512, [40]), (512, 256, []), (6144, 4096, [17, 40])):
         w, ws = rand_weight(n, k, 7), rand_wscale(n, k, False, 7)
         calls.clear()
         for m in (8, 16, 17, 40):
             x = rand_act((m, k), torch.bfloat16, m)
             out = fx.fp8_block_linear(x.to(gpu), w.to(gpu), ws.to(gpu))
             assert_gemm_contract(out, smallm_ref(x, w, ws), f"heuristic N={n} K={k} M={m}")
-        assert calls == ([17, 40] if takes else []), (n, k)
+        assert calls == takes, (n, k)
     n, k = 4096, 2048
     w, e8 = rand_weight(n, k, 7), rand_wscale(n, k, True, 7)
     calls.clear()
