@@ -395,6 +395,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       // No CTA barrier, no parking: each warp stores its tile's partial sums straight into inbox
       // slot [owned tile][rank][warpgroup] of the CTA that finishes the tile (itself included).
       cluster_wait();  // the peers have initialised their inbox barriers
+      // Diagnostics without the epilogue: nothing is sent, as its peers will not wait for it (a
+      // CTA that exits while a peer's st.async is on its way faults the launch).
+      if (a.flags & kSkipEpilogue) return;
       const uint32_t inbox_address = shared_address(inbox);
       const int g = lane >> 2;
       const ExchangeSplit split = exchange_split(a, ntiles);
