@@ -43,7 +43,7 @@ constexpr int kWeightPipelineDepth = 3;
 // session 11 (config_ab at eee2d3b, fp32 and e8m0, a build with an experimental prologue): 1.05-1.07
 // on 5120x4096 and 4608x4096, 1.07-1.10 on 8192x1024, 0.99-1.04 on 4096x2048, 0.87-0.90 on
 // 4096x1024 (the tuned table takes it there), so the threshold stays at 2.
-constexpr int64_t kCoResidentFirstTokens = 2;
+constexpr int64_t kCoResidentFirstTokens = 0;
 
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
