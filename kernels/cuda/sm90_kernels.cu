@@ -29,21 +29,6 @@ using GemmKernel = void (*)(const GemmKernelArgs);
 template <int TOKEN_TILES>
 constexpr int kWeightPipelineDepth = 3;
 
-// Up to this many tokens the kernel's own plan (config k_split 0) tries the wgmma ring kernel's
-// co-resident variant before the 4-warpgroup kernel, and keeps it if its plan's K split is at
-// most 2 (a forced k_split means the 4-warpgroup kernel, unless flag 512 asks for the variant, so
-// that the tune can time both). Its CTA enters a whole launch early and has its weight requested
-// by the time the previous launch ends; with few tokens its slower 2-warpgroup prologue costs
-// little. H200 (tune at fa81278, fp32 and e8m0;
-// tools/config_ab.py in session 8, fp32), its time over the 4-warpgroup kernel's at M = 1 / 2:
-// 5120x4096 0.95-0.98 / 0.96-1.00, 4608x4096 0.96-0.97 / 0.98-0.99, 4096x2048 0.93-0.96 /
-// 0.97-0.99, 4096x1024 0.83-0.85 / 0.85, 8192x1024 0.93-0.95 / 0.93-0.96; at M = 4 0.97-1.01 and
-// at M = 8 1.01-1.06 on the Qwen shapes. 1536x4096 and 2112x7168, whose co-resident plans take a
-// K split of 8 and 4, were 0.99-1.04 (kept on the 4-warpgroup kernel). Re-measured at M = 3-4 in
-// session 11 (config_ab at eee2d3b, fp32 and e8m0, a build with an experimental prologue): 1.05-1.07
-// on 5120x4096 and 4608x4096, 1.07-1.10 on 8192x1024, 0.99-1.04 on 4096x2048, 0.87-0.90 on
-// 4096x1024 (the tuned table takes it there), so the threshold stays at 2.
-constexpr int64_t kCoResidentFirstTokens = 0;
 
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
@@ -215,8 +200,13 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // 0.53-0.78x the time of the register kernel that served those shapes before (H200,
   // tools/config_ab.py at f3ef7dd and 7bac70a). The whole-shared-memory instance is not tried
   // first: it was 0.91-0.97x the co-resident variant's time on the largest shares but 1.15-1.17x
-  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7). Up to kCoResidentFirstTokens tokens the
-  // kernel's own plan takes the co-resident variant first wherever its K split is at most 2.
+  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7). From session 8 to 15 the kernel's own plan
+  // took the co-resident variant first up to 2 tokens (where its K split was at most 2). Binary
+  // against binary (483d6d1 against fb2ddcf, H200, session 16; docs/sm90.md) the 4-warpgroup kernel
+  // took 0.92-0.99x its time at M = 1 on the SPEC Qwen shapes (`bench`, fp32 and e8m0; the tuned
+  // table already took it at M = 1-2), 0.77-0.81x for 4096x4096 in a decode step's sequence, and
+  // the decode step at batch 1 went from 912 to 893 us. The variant now serves only the shares the
+  // 4-warpgroup kernel cannot hold, and a config that asks for it.
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -228,16 +218,12 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
     int32_t tries[4];  // the flags of each plan tried, in order
-    int n_tries = 0, first_if_small_cluster = -1;
+    int n_tries = 0;
     if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
       tries[n_tries++] = p.config.flags & ~kRefilled;
     } else if (p.config.flags & sm90::kCoResident) {
       tries[n_tries++] = p.config.flags;
     } else {
-      if (p.M <= kCoResidentFirstTokens && p.config.k_split == 0) {  // the kernel's own plan only
-        first_if_small_cluster = n_tries;
-        tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
-      }
       tries[n_tries++] = p.config.flags & ~kRefilled;
       tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
       tries[n_tries++] = p.config.flags | kRefilled;
@@ -255,7 +241,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                           return LaunchCache::get().max_active_clusters(kernel, device, cluster,
                                                                                         threads, smem);
                                         });
-      if (i == first_if_small_cluster && plan.k_split > 2) plan = GemmPlan{};
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
       if (plan.cost >= 0 &&
           !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&

@@ -29,10 +29,10 @@
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
-// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): a few percent faster
-// at M <= 2 on the SPEC Qwen shapes, slower from M = 8 (its refills wait for the prologue, and
-// 256 threads quantize the activations more slowly). The default takes it up to 2 tokens where
-// its plan splits K at most 2 ways (sm90_kernels.cu, kCoResidentFirstTokens), and where the
+// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): slower than the
+// 4-warpgroup kernel wherever that kernel's ring holds the CTA's share, at M = 1 too since
+// sessions 14-15's changes to that kernel (the default took it up to 2 tokens from session 8 to
+// 15). The default takes it where the
 // 4-warpgroup kernel's ring cannot hold a CTA's share (6144x4096, 12288x4096, ...; 1.3-1.9x
 // faster than the register kernel there), and the same instance with the whole shared memory
 // (flag 1024, one CTA per SM) where even its 113 KB leave the activations no room.
