@@ -252,12 +252,22 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     __syncwarp();
   };
   request_chunks(0, early);
+  // 32 tokens, a CTA share of >= 96 KB: the copies held back are requested by thread 0 once the
+  // activations are in shared memory, not from inside the prologue (a warp's tensor copy does not
+  // issue while the CTA's earlier copies stream, and the prologue's CTA barrier waits for that
+  // warp). Binary against binary (H200, session 16, docs/sm90.md): 0.92-0.98x the time at M = 32
+  // on 5120x4096 and 4608x4096 (176 and 160 KB a CTA), 1.02-1.06x on 4096x2048 (64 KB), and
+  // 1.03-1.10x at M = 4-16, where the other instances keep the prologue's order.
+  const bool late_copies =
+      WGS == kWgmmaWarpGroups && TOKEN_TILES == 4 && uint32_t(slots) * chunk_bytes >= 96u * 1024u;
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
-  // The copies held back are requested as soon as the first activation loads are in flight.
+  // Else the copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] { request_chunks(early, slots); });
+      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
+        if (!late_copies) request_chunks(early, slots);
+      });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -271,6 +281,12 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
                                                       : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
+  if (late_copies && threadIdx.x == 0) {
+#pragma unroll 1
+    for (int c = early; c < slots; ++c)
+      tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                               kb_begin + c * chunk_blocks, full + 8 * c);
+  }
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
   long long loop_begin_cycles = 0;
