@@ -1,7 +1,8 @@
 """Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
 layouts and scale formats, bias, every token-tile instance (M = 1, 13, 24, 33: 1, 2, 3 and 4 + 1
 tiles; up to 32 tokens the wgmma ring kernel for plain weights (M = 24: its 32-token instance,
-whose partials and inbox share shared memory with its ring and activations), below 17 tokens the
+whose partials and inbox share shared memory with its ring and activations, and on 5120x4096 its
+late copies, requested after the prologue), below 17 tokens the
 mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too few tiles for
 wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
 register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
