@@ -17,7 +17,8 @@
 //    32 tokens);
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
-//    flight (a CTA's activation loads queue behind the copies it has requested);
+//    flight (a CTA's activation loads queue behind the copies it has requested); at 32 tokens,
+//    where a CTA's share is at least 96 KB, once the activations are quantized (late_copies);
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k, the partials parked over the ring once it is read (and from 32
