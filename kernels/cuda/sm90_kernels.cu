@@ -217,7 +217,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled && wgmma_index_range) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
-    int32_t tries[4];  // the flags of each plan tried, in order
+    int32_t tries[3];  // the flags of each plan tried, in order
     int n_tries = 0;
     if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
       tries[n_tries++] = p.config.flags & ~kRefilled;

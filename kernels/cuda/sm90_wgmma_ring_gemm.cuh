@@ -243,12 +243,15 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   //    one a tile shorter.
   const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
   const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
+  // Chunk c's copy into ring slot `slot`, counted on the slot's full barrier.
+  auto copy_chunk = [&](int c, int slot) {
+    tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
+                             kb_begin + c * chunk_blocks, full + 8 * slot);
+  };
   auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
 #pragma unroll 1
-      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps)
-        tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                                 kb_begin + c * chunk_blocks, full + 8 * c);
+      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps) copy_chunk(c, c);
     }
     __syncwarp();
   };
@@ -284,9 +287,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   __syncthreads();             // activations and unit scales written
   if (late_copies && threadIdx.x == 0) {
 #pragma unroll 1
-    for (int c = early; c < slots; ++c)
-      tensor_copy_3d_to_shared(ring_address + uint32_t(c) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                               kb_begin + c * chunk_blocks, full + 8 * c);
+    for (int c = early; c < slots; ++c) copy_chunk(c, c);
   }
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
@@ -332,8 +333,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (threadIdx.x == 0 && c + slots < chunks) {
       mbarrier_wait(empty + 8 * slot, (c / slots) & 1);
       mbarrier_arrive_expect_tx(full + 8 * slot, chunk_bytes);
-      tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
-                               kb_begin + (c + slots) * chunk_blocks, full + 8 * slot);
+      copy_chunk(c + slots, slot);
     }
   };
   auto stream_and_park = [&](auto windows) {
