@@ -352,6 +352,20 @@ static void check_wgmma_ring() {
           }
       for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == 1, "act fp8 coverage at %zu", i);
     }
+  // The prologue's pieces: lane lg of a run of `lanes` stores its piece p (bytes 8 (lg + lanes p)
+  // .. + 8) at act_fp8_piece_offset of its first offset; each must be the byte's own offset.
+  for (int lanes : {4, 8, 16})
+    for (int token_pad : {8, 16, 32})
+      for (int lb = 0; lb < 3; ++lb)
+        for (int token = 0; token < token_pad; ++token)
+          for (int lg = 0; lg < lanes; ++lg)
+            for (int p = 0; p < 16 / lanes; ++p)
+              for (int j = 0; j < 8; ++j) {
+                const int k = 8 * (lg + lanes * p) + j;
+                CHECK(act_fp8_piece_offset(act_fp8_offset(lb, token, token_pad, 8 * lg), lanes, p) + j ==
+                          act_fp8_offset(lb, token, token_pad, k),
+                      "act fp8 piece lanes=%d token=%d lg=%d p=%d j=%d", lanes, token, lg, p, j);
+              }
   // Windows: for 4..12 tiles, every window lies inside the CTA's tiles and every tile is parked
   // exactly once (by the window that owns it: tile >= 4 w).
   CHECK(wgmma_max_windows(1) == 2 && wgmma_max_windows(2) == 2 && wgmma_max_windows(4) == kMaxWindows,

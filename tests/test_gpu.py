@@ -6,11 +6,13 @@ their "cuda" variants there."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 import sglang_fp8ext as fx
-from conftest import assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
+import spec_model as sm
+from conftest import ACT, FP8, act_bits, assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
 from test_gemm import smallm_ref
 
 pytestmark = pytest.mark.gpu
@@ -250,6 +252,84 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
     else:  # ~80 % of the order-revealing outputs differ between the two kernels (a float32 model)
         same = _bits(out[:, :16]) == _bits(forced[:, :16])
         assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
+
+
+def adversarial_groups(M, K, dt, seed):
+    """Activations whose 128-groups each take one of several shapes that stress the group amax
+    and the scale: random with outliers, a huge group (near the format's largest finite value),
+    a group of subnormals (under the 1e-10 amax floor), zeros with negative zeros, a group whose
+    largest magnitude is negative and lies in another 16-byte piece each time, and values on e4m3
+    rounding midpoints (amax 448 x 2^j, so the scale is exact)."""
+    rng = np.random.default_rng(seed)
+    big = 3.0e38 if dt == "bf16" else 6.0e4
+    tiny = 1.0e-39 if dt == "bf16" else 6.0e-8
+    v = rng.standard_normal((M, K)).astype(np.float32)
+    v[:, rng.integers(0, K, max(1, K // 256))] *= 20
+    groups = v.reshape(M, K // 128, 128)
+    kinds = rng.integers(0, 6, groups.shape[:2])
+    for (m, g), kind in np.ndenumerate(kinds):
+        if kind == 1:
+            groups[m, g] *= big * rng.uniform(0.5, 1.0) / np.abs(groups[m, g]).max()
+        elif kind == 2:
+            groups[m, g] = rng.integers(-3, 4, 128) * tiny
+        elif kind == 3:
+            groups[m, g] = np.where(rng.random(128) < 0.5, 0.0, -0.0)
+            groups[m, g, rng.integers(0, 128)] = rng.choice([1e-3, -7.5])
+        elif kind == 4:
+            groups[m, g] = np.clip(groups[m, g], -2.0, 2.0)
+            groups[m, g, (m * 37 + g * 11) % 128] = -3.0 - (g % 5)
+        elif kind == 5:  # amax 448 * 2^j: the scale is 2^j; the others sit on midpoints of e4m3 codes
+            j = float(2.0 ** rng.integers(-6, 6))
+            groups[m, g] = rng.choice([1.0625, -2.125, 3.25, -13.0, 26.0, 0.0], 128) * j
+            groups[m, g, rng.integers(0, 128)] = 448.0 * j
+    bits = sm.f32_to_act_bits(groups.reshape(M, K), dt)
+    return torch.from_numpy(bits.view(np.int16)).view(ACT[dt])
+
+
+@pytest.mark.parametrize("dt", ["bf16", "fp16"])
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
+    """sm_90: the fused op's in-kernel quantization equals the SPEC model's bit for bit, in every
+    kernel and at every token count that changes how the prologue splits a 128-group among lanes
+    (wgmma ring kernel: 8 lanes up to 8 tokens, 4 from 9; the others 16). The weight is a signed
+    permutation (row n holds +-1 at K position perm[n], zeros elsewhere) with unit block scales,
+    so output (m, n) is exactly +-RNE(fl32(q[m, k] * xs[m, k / 128])) for k = perm[n]: each
+    quantized activation byte and scale is read back through the GEMM, whatever the kernel's
+    summation order (the other products are zeros; a zero output may carry either sign)."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    e8 = fmt == "e8m0"
+    for n in (2048, 4096):
+        rng = np.random.default_rng(n)
+        perm = rng.permutation(n)
+        sign = rng.choice([-1.0, 1.0], n).astype(np.float32)
+        w = torch.zeros(n, n)
+        w[torch.arange(n), torch.from_numpy(perm)] = torch.from_numpy(sign)
+        w = w.to(FP8)
+        ws = torch.ones(n // 128, n // 128)
+        ws = fx.scale_to_e8m0(ws) if e8 else ws
+        wd, wsd = w.to(gpu), ws.to(gpu)
+        for M in (1, 3, 8, 9, 16, 23, 32):
+            x = adversarial_groups(M, n, dt, seed=M * 7 + n)
+            q, xs = sm.quant_act_bits(act_bits(x), dt, e8)
+            deq = sm.dequant(q, xs, e8).astype(np.float32)  # exact in float64, one rounding to fp32
+            expected = sm.f32_to_act_bits(deq[:, perm] * sign, dt)
+            xd = x.to(gpu)
+            for config in ([0, 0, 0, 0, 0], [0, 0, 0, 0, 32], [0, 0, 0, 0, 256], [0, 0, 0, 0, 512], [1, 0, 0, 0, 0],
+                           [4, 0, 0, 0, 0]):
+                try:
+                    out = configured(xd, wd, wsd, False, None, config)
+                except RuntimeError as e:
+                    assert "no sm_90 GEMM plan fits" in str(e), (config, str(e))
+                    continue
+                got = act_bits(out.cpu())
+                # a +-0 product may come out as either zero (the other products are zeros of either sign)
+                bad = (got != expected) & (((got | expected) & 0x7FFF) != 0)
+                assert not bad.any(), (
+                    f"N=K={n} M={M} {dt} {fmt} config {config}: {int(bad.sum())} outputs differ from the model's "
+                    f"quantization; first at {np.argwhere(bad)[0].tolist()}"
+                )
 
 
 def test_cpu_tensor_to_gpu_path_is_an_error(gpu):

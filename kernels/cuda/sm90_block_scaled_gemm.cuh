@@ -51,6 +51,12 @@ constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 // Activation loads in flight per lane in the prologue: 16 half-warps x 8 = 128 groups per L2
 // round trip (kGroupsPerRoundTrip in the plan).
 constexpr int kActivationBatch = 8;
+// Lanes per 128-group in the prologue's quantization (quantize_activation_slice). The wgmma ring
+// kernel: 8 for one token tile, 4 from two (256 groups a CTA at 16 and 32 tokens); the others
+// keep 16.
+constexpr int activation_lanes_per_group(int token_tiles, bool fp8_act) {
+  return !fp8_act ? 16 : token_tiles == 1 ? 8 : 4;
+}
 
 enum GemmFlags : int32_t {
   // Diagnostics only (the output is garbage): skip one stage to time the others.
@@ -220,35 +226,47 @@ struct NoHook {
 };
 
 // Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
-// A half-warp handles one 128-group: 8 elements per lane, amax over 16 lanes; BATCH groups'
-// loads are in flight before the first is quantized. The warp stays converged (the upper
-// half-warp's group is never before the lower one's, so the warp runs while its lower half has
-// work; an upper half past the end computes on nothing and stores nothing): the shuffles then
-// take the full mask, which spares the divergence checks a per-half mask costs on every one.
-template <int THREADS, int BATCH, bool FP16, bool FP8_ACT, typename Hook>
+// LANES lanes handle one 128-group: each loads 128 / LANES elements as 16-byte pieces (piece p of
+// lane l holds elements 8 (l + LANES p) .. + 8, so that each load instruction reads a group's
+// bytes contiguously), amax over the LANES lanes; LOADS 16-byte loads per lane are in flight
+// before the first group is quantized. Fewer lanes per group spread a group's fixed work (the
+// shuffles, the scale and its reciprocal, the index math) over more of its values: 16 lanes ran
+// ~39 warp instructions per group (SASS), which at 256 groups a CTA (16 or 32 tokens) is ~1.4 us of
+// one SM's issue slots. The warp stays converged (a later run of LANES lanes never has an earlier
+// group, so the warp runs while its first run has work; a run past the end computes on nothing
+// and stores nothing): the shuffles then take the full mask, which spares the divergence checks a
+// per-run mask costs on every one.
+template <int THREADS, int LOADS, bool FP16, bool FP8_ACT, int LANES, typename Hook>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation, const Hook& hook) {
-  const int l16 = threadIdx.x & 15;
+  static_assert(LANES == 4 || LANES == 8 || LANES == 16, "4, 8 or 16 lanes per 128-group");
+  constexpr int kPieces = 16 / LANES;            // 16-byte loads (8 elements) per lane per group
+  constexpr int kBatch = LOADS / kPieces;        // groups per lane per round trip
+  static_assert(kBatch >= 1 && kBatch * kPieces == LOADS, "whole groups per batch");
+  const int lg = threadIdx.x & (LANES - 1);      // the lane within its group's run
   // A group's address as a 32-bit byte offset from the lane's first element (the launcher keeps
   // rows less than 2^27 bytes apart, kMaxActivationRowBytes): 64-bit index products were ~25
   // instructions per load, all between the grid-dependency wait and the first load.
   const auto* x = static_cast<const uint8_t*>(a.x) +
-                  (int64_t(m_begin) * a.x_row_stride + int64_t(kb_begin) * kBlockK + l16 * 8) * 2;
+                  (int64_t(m_begin) * a.x_row_stride + int64_t(kb_begin) * kBlockK + lg * 8) * 2;
   const uint32_t row_bytes = uint32_t(a.x_row_stride) * 2u;
-  GroupCursor cursor(threadIdx.x >> 4, THREADS / 16, nblocks, inverse_of_blocks(a, nblocks));
+  GroupCursor cursor(threadIdx.x / LANES, THREADS / LANES, nblocks, inverse_of_blocks(a, nblocks));
   bool hooked = false;
   while (__any_sync(0xFFFFFFFFu, cursor.m < tokens)) {
-    // The loads of BATCH groups, then the same groups again (a replayed cursor: cheaper in
+    // The loads of kBatch groups, then the same groups again (a replayed cursor: cheaper in
     // registers than remembering each group's indices).
     const GroupCursor first = cursor;
-    uint4 raw[BATCH];
+    uint4 raw[kBatch][kPieces];
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i) {
-      raw[i] = make_uint4(0, 0, 0, 0);
-      if (cursor.m < tokens)
-        raw[i] = load_shared_readonly_16B(
-            x + (uint32_t(cursor.m) * row_bytes + uint32_t(cursor.rotated_block(rotation)) * uint32_t(2 * kBlockK)));
+    for (int i = 0; i < kBatch; ++i) {
+      const uint8_t* group_x =
+          x + (uint32_t(cursor.m) * row_bytes + uint32_t(cursor.rotated_block(rotation)) * uint32_t(2 * kBlockK));
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p) {
+        raw[i][p] = make_uint4(0, 0, 0, 0);
+        if (cursor.m < tokens) raw[i][p] = load_shared_readonly_16B(group_x + 16 * LANES * p);
+      }
       cursor.advance();
     }
     if (!hooked) {
@@ -257,20 +275,34 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
     }
     GroupCursor group = first;
 #pragma unroll
-    for (int i = 0; i < BATCH; ++i, group.advance()) {
+    for (int i = 0; i < kBatch; ++i, group.advance()) {
       const bool valid = group.m < tokens;
       if (!__any_sync(0xFFFFFFFFu, valid)) break;  // m only grows
       const int lb = group.rotated_block(rotation);
-      float v[8];
-      unpack_8_as<FP16>(raw[i], v);
-      const Quantized8 q = quantize_8_of_group(v, a.e8m0, 0xFFFFFFFFu);  // offsets < 16: within the half
+      float v[8 * kPieces];
+#pragma unroll
+      for (int p = 0; p < kPieces; ++p) {
+        float piece[8];
+        unpack_8_as<FP16>(raw[i][p], piece);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[8 * p + j] = piece[j];
+      }
+      // offsets < LANES: within the run
+      const QuantizedPart<8 * kPieces> q = quantize_part_of_group_keyed<LANES, 8 * kPieces>(
+          v, raw_magnitude_key<FP16>(raw[i]), a.e8m0, 0xFFFFFFFFu);
       if (valid) {
-        if constexpr (FP8_ACT)
-          *reinterpret_cast<uint2*>(act + act_fp8_offset(lb, group.m, token_pad, 8 * l16)) = make_uint2(q.bytes.x, q.bytes.y);
-        else
-          *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * l16)) =
-              e4m3x8_to_f16x8(q.bytes.x, q.bytes.y);
-        if (l16 == 0) xs[lb * token_pad + group.m] = q.params.scale;
+        if constexpr (FP8_ACT) {
+          const int first = act_fp8_offset(lb, group.m, token_pad, 8 * lg);
+#pragma unroll
+          for (int p = 0; p < kPieces; ++p)
+            *reinterpret_cast<uint2*>(act + act_fp8_piece_offset(first, LANES, p)) = q.bytes[p];
+        } else {
+#pragma unroll
+          for (int p = 0; p < kPieces; ++p)
+            *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * (lg + LANES * p))) =
+                e4m3x8_to_f16x8(q.bytes[p].x, q.bytes[p].y);
+        }
+        if (lg == 0) xs[lb * token_pad + group.m] = q.params.scale;
       }
     }
   }
@@ -371,17 +403,18 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
                                                       int tokens, int kb_begin, int nblocks, int rotation,
                                                       const Hook& hook = {}) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  constexpr int kLanes = activation_lanes_per_group(TOKEN_TILES, FP8_ACT);
   if (a.flags & kSkipPrologue) {
     hook();  // diagnostics: leave the activation buffer as it is
   } else if constexpr (PREQUANT) {
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
-    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
-                                                                        nblocks, rotation, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                                kb_begin, nblocks, rotation, hook);
   } else {
-    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                         kb_begin, nblocks, rotation, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                                 kb_begin, nblocks, rotation, hook);
   }
   zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }

@@ -194,6 +194,12 @@ SGL_FP8_HD int small_quotient(int a, float inverse_b) { return int((float(a) + 0
 SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {
   return (lb * token_pad + token) * kBlockK + ((((k >> 4) ^ (token & 7))) << 4) + (k & 15);
 }
+// The prologue's piece p of a lane that holds bytes 8 lg .. + 8 of a 128-group and those
+// 8 lanes p further (lg < lanes, lanes a power of 2, lanes x p < 16; quantize_activation_slice):
+// byte k = 8 (lg + lanes p) of the same row sits at the lane's first offset XOR 8 lanes p, as the
+// swizzle acts on the 16-byte piece index (lg / 2) + (lanes / 2) p, whose bits from lanes / 2 up
+// are p's alone. One XOR instead of the offset's index math per piece.
+SGL_FP8_HD int act_fp8_piece_offset(int lane_offset, int lanes, int p) { return lane_offset ^ (8 * lanes * p); }
 // Where weight byte (row, k) of the CTA's block lb sits in the ring (rows = the CTA's rows).
 SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
   return (int64_t(lb) * rows + row) * kBlockK + ((((k >> 4) ^ (row & 7))) << 4) + (k & 15);
