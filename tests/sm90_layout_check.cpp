@@ -354,7 +354,7 @@ static void check_wgmma_ring() {
     }
   // The prologue's pieces: lane lg of a run of `lanes` stores its piece p (bytes 8 (lg + lanes p)
   // .. + 8) at act_fp8_piece_offset of its first offset; each must be the byte's own offset.
-  for (int lanes : {4, 8, 16})
+  for (int lanes : {2, 4, 8, 16})
     for (int token_pad : {8, 16, 32})
       for (int lb = 0; lb < 3; ++lb)
         for (int token = 0; token < token_pad; ++token)

@@ -240,7 +240,7 @@ template <int THREADS, int LOADS, bool FP16, bool FP8_ACT, int LANES, typename H
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
                                                           int nblocks, int rotation, const Hook& hook) {
-  static_assert(LANES == 4 || LANES == 8 || LANES == 16, "4, 8 or 16 lanes per 128-group");
+  static_assert(LANES == 2 || LANES == 4 || LANES == 8 || LANES == 16, "2, 4, 8 or 16 lanes per 128-group");
   constexpr int kPieces = 16 / LANES;            // 16-byte loads (8 elements) per lane per group
   constexpr int kBatch = LOADS / kPieces;        // groups per lane per round trip
   static_assert(kBatch >= 1 && kBatch * kPieces == LOADS, "whole groups per batch");
@@ -279,30 +279,22 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       const bool valid = group.m < tokens;
       if (!__any_sync(0xFFFFFFFFu, valid)) break;  // m only grows
       const int lb = group.rotated_block(rotation);
-      float v[8 * kPieces];
-#pragma unroll
-      for (int p = 0; p < kPieces; ++p) {
-        float piece[8];
-        unpack_8_as<FP16>(raw[i][p], piece);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[8 * p + j] = piece[j];
-      }
       // offsets < LANES: within the run
-      const QuantizedPart<8 * kPieces> q = quantize_part_of_group_keyed<LANES, 8 * kPieces>(
-          v, raw_magnitude_key<FP16>(raw[i]), a.e8m0, 0xFFFFFFFFu);
+      const GroupQuantParams params = group_params_over_lanes<LANES>(raw_magnitude_key<FP16>(raw[i]), a.e8m0, 0xFFFFFFFFu);
       if (valid) {
-        if constexpr (FP8_ACT) {
-          const int first = act_fp8_offset(lb, group.m, token_pad, 8 * lg);
+        const int first = FP8_ACT ? act_fp8_offset(lb, group.m, token_pad, 8 * lg) : 0;
 #pragma unroll
-          for (int p = 0; p < kPieces; ++p)
-            *reinterpret_cast<uint2*>(act + act_fp8_piece_offset(first, LANES, p)) = q.bytes[p];
-        } else {
-#pragma unroll
-          for (int p = 0; p < kPieces; ++p)
+        for (int p = 0; p < kPieces; ++p) {
+          float v[8];
+          unpack_8_as<FP16>(raw[i][p], v);
+          const uint2 bytes = e4m3x8_of(v, params.inverse_scale);
+          if constexpr (FP8_ACT)
+            *reinterpret_cast<uint2*>(act + act_fp8_piece_offset(first, LANES, p)) = bytes;
+          else
             *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * (lg + LANES * p))) =
-                e4m3x8_to_f16x8(q.bytes[p].x, q.bytes[p].y);
+                e4m3x8_to_f16x8(bytes.x, bytes.y);
         }
-        if (lg == 0) xs[lb * token_pad + group.m] = q.params.scale;
+        if (lg == 0) xs[lb * token_pad + group.m] = params.scale;
       }
     }
   }

@@ -26,43 +26,36 @@ __device__ __forceinline__ uint32_t f32_to_act_bits(float v, bool fp16) {
   return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 
-// Quantizes a lane's VALUES values of a 128-group held by LANES lanes (LANES x VALUES = 128): the
-// group amax over those lanes (xor shuffles within aligned runs of LANES lanes; `mask` names the
-// lanes taking part), then SPEC §3.1/§3.2. Returns the e4m3 bytes (8 per uint2, in the order of
-// v) and the group's parameters (scale, e8m0 byte).
-template <int VALUES>
-struct QuantizedPart {
-  uint2 bytes[VALUES / 8];
+// A 128-group held by LANES lanes (xor shuffles within aligned runs of LANES lanes; `mask` names
+// the lanes taking part): its parameters (SPEC §3.1/§3.2: scale, e8m0 byte, multiplier) from each
+// lane's magnitude key (the magnitude_key of its largest value).
+template <int LANES>
+__device__ __forceinline__ GroupQuantParams group_params_over_lanes(uint32_t key, bool ue8m0, unsigned mask) {
+#pragma unroll
+  for (int offset = LANES / 2; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(mask, key, offset));
+  return group_quant_params(key, ue8m0);
+}
+
+// 8 values times the group's multiplier, rounded to e4m3 (8 bytes, in the order of v).
+__device__ __forceinline__ uint2 e4m3x8_of(const float (&v)[8], float inv) {
+  return make_uint2(cvt_e4m3x2_satfinite(v[0] * inv, v[1] * inv) | (cvt_e4m3x2_satfinite(v[2] * inv, v[3] * inv) << 16),
+                    cvt_e4m3x2_satfinite(v[4] * inv, v[5] * inv) | (cvt_e4m3x2_satfinite(v[6] * inv, v[7] * inv) << 16));
+}
+
+// 8 consecutive values of a 128-group held by one lane of a half-warp (16 lanes per group).
+struct Quantized8 {
+  uint2 bytes;
   GroupQuantParams params;
 };
 
-// The same from the lane's magnitude key (the magnitude_key of its largest value), when the
-// caller has it by a cheaper way (raw_magnitude_key).
-template <int LANES, int VALUES>
-__device__ __forceinline__ QuantizedPart<VALUES> quantize_part_of_group_keyed(const float (&v)[VALUES], uint32_t key,
-                                                                              bool ue8m0, unsigned mask) {
-  static_assert(LANES * VALUES == 128 && VALUES % 8 == 0, "a 128-group in 8-value pieces");
-#pragma unroll
-  for (int offset = LANES / 2; offset >= 1; offset >>= 1) key = max_key(key, __shfl_xor_sync(mask, key, offset));
-  QuantizedPart<VALUES> r;
-  r.params = group_quant_params(key, ue8m0);
-  const float inv = r.params.inverse_scale;
-#pragma unroll
-  for (int p = 0; p < VALUES / 8; ++p) {
-    const float* w = v + 8 * p;
-    r.bytes[p].x = cvt_e4m3x2_satfinite(w[0] * inv, w[1] * inv) | (cvt_e4m3x2_satfinite(w[2] * inv, w[3] * inv) << 16);
-    r.bytes[p].y = cvt_e4m3x2_satfinite(w[4] * inv, w[5] * inv) | (cvt_e4m3x2_satfinite(w[6] * inv, w[7] * inv) << 16);
-  }
-  return r;
-}
-
-template <int LANES, int VALUES>
-__device__ __forceinline__ QuantizedPart<VALUES> quantize_part_of_group(const float (&v)[VALUES], bool ue8m0,
-                                                                        unsigned mask) {
+__device__ __forceinline__ Quantized8 quantize_8_of_group(const float (&v)[8], bool ue8m0, unsigned half_mask) {
   uint32_t key = 0;
 #pragma unroll
-  for (int j = 0; j < VALUES; ++j) key = max_key(key, magnitude_key(v[j]));
-  return quantize_part_of_group_keyed<LANES, VALUES>(v, key, ue8m0, mask);
+  for (int j = 0; j < 8; ++j) key = max_key(key, magnitude_key(v[j]));
+  Quantized8 r;
+  r.params = group_params_over_lanes<16>(key, ue8m0, half_mask);
+  r.bytes = e4m3x8_of(v, r.params.inverse_scale);
+  return r;
 }
 
 // magnitude_key of the largest of the bf16 (or fp16) values packed in `raw`, from their 16-bit
@@ -82,17 +75,6 @@ __device__ __forceinline__ uint32_t raw_magnitude_key(const uint4 (&raw)[N]) {
   const uint32_t largest = max(m & 0xFFFFu, m >> 16);
   if constexpr (FP16) return magnitude_key(__half2float(__ushort_as_half(static_cast<unsigned short>(largest))));  // exact
   return largest << 16;  // a bf16 value's fp32 bits are its own, shifted
-}
-
-// 8 consecutive values of a 128-group held by one lane of a half-warp (16 lanes per group).
-struct Quantized8 {
-  uint2 bytes;
-  GroupQuantParams params;
-};
-
-__device__ __forceinline__ Quantized8 quantize_8_of_group(const float (&v)[8], bool ue8m0, unsigned half_mask) {
-  const QuantizedPart<8> part = quantize_part_of_group<16, 8>(v, ue8m0, half_mask);
-  return Quantized8{part.bytes[0], part.params};
 }
 
 __device__ __forceinline__ void store_group_scale(void* scale, int64_t index, const GroupQuantParams& p, bool ue8m0) {
