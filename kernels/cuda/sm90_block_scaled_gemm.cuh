@@ -53,7 +53,9 @@ constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 constexpr int kActivationBatch = 8;
 // Lanes per 128-group in the prologue's quantization (quantize_activation_slice). The wgmma ring
 // kernel: 8 for one token tile, 4 from two (256 groups a CTA at 16 and 32 tokens); the others
-// keep 16.
+// keep 16. Binary against binary (H200, session 17, docs/sm90.md): against 16 lanes everywhere
+// 0.96x the time at M <= 4, 0.92x at M = 8-16, 0.93x at M = 32; 4 lanes at one tile or 16 there
+// were slower at M <= 8, and 2 lanes from two tiles 1.05-1.17x slower at M = 16-32.
 constexpr int activation_lanes_per_group(int token_tiles, bool fp8_act) {
   return !fp8_act ? 16 : token_tiles == 1 ? 8 : 4;
 }
