@@ -12,8 +12,9 @@ import torch
 
 import sglang_fp8ext as fx
 import spec_model as sm
-from conftest import ACT, FP8, act_bits, assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
+from conftest import ACT, FP8, act_bits, assert_gemm_contract, dense, from_act_bits, rand_act, rand_weight, rand_wscale
 from test_gemm import smallm_ref
+from test_quant import CONSTRUCTIONS as ADVERSARIAL_GROUPS
 
 pytestmark = pytest.mark.gpu
 
@@ -263,35 +264,13 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
 
 
 def adversarial_groups(M, K, dt, seed):
-    """Activations whose 128-groups each take one of several shapes that stress the group amax
-    and the scale: random with outliers, a huge group (near the format's largest finite value),
-    a group of subnormals (under the 1e-10 amax floor), zeros with negative zeros, a group whose
-    largest magnitude is negative and lies in another 16-byte piece each time, and values on e4m3
-    rounding midpoints (amax 448 x 2^j, so the scale is exact)."""
+    """Activations whose 128-groups are drawn from test_quant's adversarial constructions (zero and
+    single-element groups, e4m3 ties, elements near the +-448 clamp, extreme magnitudes and
+    subnormals), which stress the group amax and the scale."""
     rng = np.random.default_rng(seed)
-    big = 3.0e38 if dt == "bf16" else 6.0e4
-    tiny = 1.0e-39 if dt == "bf16" else 6.0e-8
-    v = rng.standard_normal((M, K)).astype(np.float32)
-    v[:, rng.integers(0, K, max(1, K // 256))] *= 20
-    groups = v.reshape(M, K // 128, 128)
-    kinds = rng.integers(0, 6, groups.shape[:2])
-    for (m, g), kind in np.ndenumerate(kinds):
-        if kind == 1:
-            groups[m, g] *= big * rng.uniform(0.5, 1.0) / np.abs(groups[m, g]).max()
-        elif kind == 2:
-            groups[m, g] = rng.integers(-3, 4, 128) * tiny
-        elif kind == 3:
-            groups[m, g] = np.where(rng.random(128) < 0.5, 0.0, -0.0)
-            groups[m, g, rng.integers(0, 128)] = rng.choice([1e-3, -7.5])
-        elif kind == 4:
-            groups[m, g] = np.clip(groups[m, g], -2.0, 2.0)
-            groups[m, g, (m * 37 + g * 11) % 128] = -3.0 - (g % 5)
-        elif kind == 5:  # amax 448 * 2^j: the scale is 2^j; the others sit on midpoints of e4m3 codes
-            j = float(2.0 ** rng.integers(-6, 6))
-            groups[m, g] = rng.choice([1.0625, -2.125, 3.25, -13.0, 26.0, 0.0], 128) * j
-            groups[m, g, rng.integers(0, 128)] = 448.0 * j
-    bits = sm.f32_to_act_bits(groups.reshape(M, K), dt)
-    return torch.from_numpy(bits.view(np.int16)).view(ACT[dt])
+    pool = np.concatenate([make(dt, rng).reshape(-1, 128) for make in ADVERSARIAL_GROUPS.values()])
+    groups = pool[rng.integers(0, len(pool), M * (K // 128))]
+    return from_act_bits(sm.f32_to_act_bits(groups.reshape(M, K), dt), ACT[dt])
 
 
 @pytest.mark.parametrize("dt", ["bf16", "fp16"])
