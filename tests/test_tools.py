@@ -20,6 +20,7 @@ def load_tool(name):
     try:
         spec = importlib.util.spec_from_file_location(name, os.path.join(TOOLS, f"{name}.py"))
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
         return module
     finally:
@@ -136,3 +137,42 @@ def test_ncu_stall_regions(tmp_path):
     runs = tool.executed_runs(insts)
     assert [(b, e) for b, e, *_ in runs] == [(0, 48), (64, 96)]  # the QGMMA at 48 did not run
     assert runs[0][2:5] == (192, 7, 4)
+
+
+def test_stream_ceiling_tensor_fold_matches_an_emulated_copy():
+    """tools/stream_ceiling.py's tensor variant: the checksum the host expects equals one taken
+    from an emulation of the kernel's copies (each box laid out as the 3-D map with the 128-byte
+    swizzle writes it, zeros past K, then the XOR of the first word of each 16-byte piece of the
+    box's first row). Small shapes with uneven row groups and a last box that passes K."""
+    np = pytest.importorskip("numpy")
+    sc = load_tool("stream_ceiling")
+    rng = np.random.default_rng(5)
+    for n, k, sms, params in ((112, 640, 6, {"k_split": 2, "box_blocks": 2}),   # 7 tiles on 3 groups
+                              (80, 384, 4, {"k_split": 1, "box_blocks": 0}),    # the plan's box
+                              (64, 1024, 8, {"k_split": 4, "box_blocks": 3})):  # boxes pass the slice
+        v = sc.Variant("tensor", dict(params, early_half=0, cluster=0, evict_first=1, ctas_per_sm=1))
+        g = sc.tensor_geometry(v, n, k, sms)
+        w = rng.integers(0, 256, size=(n, k), dtype=np.uint8)
+        words = w.reshape(-1).view("<u4")
+        tiles, kblocks, s = n // 16, k // 128, params["k_split"]
+        emulated = np.zeros(g["grid"], dtype=np.uint32)
+        for group in range(g["groups"]):
+            t0, t1 = group * tiles // g["groups"], (group + 1) * tiles // g["groups"]
+            rows = (t1 - t0) * 16
+            for rank in range(s):
+                kb0, kb1 = rank * kblocks // s, (rank + 1) * kblocks // s
+                acc = np.uint32(0)
+                for c in range(-(-(kb1 - kb0) // g["box_blocks"])):
+                    box = np.zeros((g["box_blocks"], rows, 128), dtype=np.uint8)
+                    for b in range(g["box_blocks"]):
+                        kb = kb0 + c * g["box_blocks"] + b
+                        if kb >= kblocks:
+                            continue
+                        for r in range(rows):
+                            src = w[t0 * 16 + r, kb * 128:(kb + 1) * 128].reshape(8, 16)
+                            box[b, r] = src[[p ^ (r & 7) for p in range(8)]].reshape(-1)  # piece p at p ^ (r & 7)
+                    first_row = box.reshape(-1)[:128].copy().view("<u4")
+                    acc ^= np.bitwise_xor.reduce(first_row[0::4])
+                emulated[group * s + rank] = acc
+        assert (sc.expected_tensor_fold(v, words, n, k, sms) == emulated).all(), (n, k, params)
+        assert g["grid"] == s * g["groups"] and g["early"] == g["chunks"]

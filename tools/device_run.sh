@@ -117,6 +117,11 @@ for step in "$@"; do
       timeout 150 $PY tools/stream_ceiling.py --out "$OUT" >"$OUT/ceiling.txt" 2>&1
       echo "rc=$?"; tail -45 "$OUT/ceiling.txt"
       ;;
+    plan_copies)
+      say "tools/stream_ceiling.py --plan-copies (the fused kernel's copy pattern alone, beside bulk copies)"
+      timeout 240 $PY tools/stream_ceiling.py --plan-copies --out "$OUT" >"$OUT/plan_copies.txt" 2>&1
+      echo "rc=$?"; tail -45 "$OUT/plan_copies.txt"
+      ;;
     wgprobe)
       say "tools/wgmma_probe.py (where a GEMM output goes wrong)"
       timeout 120 $PY tools/wgmma_probe.py --ms "${SGL_FP8_PROBE_MS:-1,5,8,16,20,32}" >"$OUT/wgmma_probe.txt" 2>&1; echo "rc=$?"; tail -30 "$OUT/wgmma_probe.txt"

@@ -13,6 +13,11 @@
 //          its weight with), coalesced across the warp.
 //   bulk : one thread per CTA drives the TMA unit: cp.async.bulk global -> shared into a ring of
 //          `stages` slots, one mbarrier per slot; the register file is not involved at all.
+//   tensor: the fused wgmma ring kernel's own weight copies without its work: its partition of
+//          the weight (clusters of k_split CTAs over K, row groups of whole 16-row tiles), its
+//          3-D tensor map (128-byte K block x rows x blocks, 128-byte swizzle, evict_first) and
+//          box, every box into its own slot. Separates what the copy pattern costs from what
+//          the fused kernel's other work costs (session 18).
 //
 // Both follow the fused kernel's PDL shape: allow the next grid to launch at entry, put the
 // first window of loads in flight (the weight never depends on the previous kernel), then
@@ -26,6 +31,8 @@
 // Assumptions (checked on the host side): bytes % 16 == 0 and buf 16-byte aligned (the .py
 // passes 256-byte aligned slices of one torch allocation).
 
+#include <cuda.h>  // CUtensorMap
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -249,6 +256,109 @@ __global__ void __launch_bounds__(kBulkThreads) stream_bulk_kernel(const uint8_t
   out[blockIdx.x] = acc;  // after pdl_wait: never races the previous grid
 }
 
+// ---- tensor (TMA tiled) variant -------------------------------------------------------------
+
+__device__ __forceinline__ void tensor_copy_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                               uint32_t bar, bool evict_first) {
+  if (evict_first) {
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%2, %3, %4}], [%5], %6;" ::"r"(dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+        "[%5];" ::"r"(dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+        : "memory");
+  }
+}
+
+struct TensorShare {
+  int tiles;       // 16-row tiles of the weight
+  int kblocks;     // 128-byte K blocks of the weight
+  int box_blocks;  // K blocks per box
+  int max_tiles;   // tiles of the CTAs that take the full map's box (the others: one fewer)
+  int early;       // boxes requested before griddepcontrol.wait (the rest after it); >= chunks: all
+  int evict_first;
+};
+
+// CTA (rank = blockIdx.x, group = blockIdx.y) of a (k_split, groups) grid reads tiles
+// [group * tiles / groups, (group + 1) * tiles / groups) x blocks [rank * kblocks / k_split, ...),
+// box c = blocks c * box_blocks .. of the slice (the last box may pass the slice: the fused
+// kernel reads and ignores those bytes too). out[CTA] = XOR over its boxes of the first 32-bit
+// word of each 16-byte piece of the box's row 0 (the swizzle permutes pieces within a row only).
+__global__ void __launch_bounds__(kBulkThreads) stream_tensor_kernel(const __grid_constant__ CUtensorMap map,
+                                                                      const __grid_constant__ CUtensorMap map_short,
+                                                                      const TensorShare share,
+                                                                      uint32_t* __restrict__ out) {
+  extern __shared__ __align__(1024) uint8_t slots[];
+  __shared__ __align__(8) uint64_t bars[kMaxStages];
+  pdl_launch_dependents();
+  if (threadIdx.x != 0) return;
+  const int rank = blockIdx.x, group = blockIdx.y;
+  const int tile_begin = int((long long)group * share.tiles / gridDim.y);
+  const int tile_end = int((long long)(group + 1) * share.tiles / gridDim.y);
+  const int kb_begin = int((long long)rank * share.kblocks / gridDim.x);
+  const int kb_end = int((long long)(rank + 1) * share.kblocks / gridDim.x);
+  const int ntiles = tile_end - tile_begin;
+  const int chunks = (kb_end - kb_begin + share.box_blocks - 1) / share.box_blocks;
+  const CUtensorMap* m = ntiles == share.max_tiles ? &map : &map_short;
+  const uint32_t box_bytes = uint32_t(ntiles) * 16u * 128u * uint32_t(share.box_blocks);
+  const uint32_t slot_bytes = uint32_t(share.max_tiles) * 16u * 128u * uint32_t(share.box_blocks);
+  const uint32_t base = smem_addr(slots), bar_base = smem_addr(bars);
+  for (int c = 0; c < chunks; ++c) mbar_init(bar_base + 8u * c, 1);
+  mbar_init_fence();
+  auto issue = [&](int c) {
+    const uint32_t bar = bar_base + 8u * uint32_t(c);
+    mbar_arrive_expect_tx(bar, box_bytes);
+    tensor_copy_3d(base + uint32_t(c) * slot_bytes, m, 0, tile_begin * 16, kb_begin + c * share.box_blocks, bar,
+                   share.evict_first != 0);
+  };
+  const int early = share.early < chunks ? share.early : chunks;
+  for (int c = 0; c < early; ++c) issue(c);
+  pdl_wait();
+  for (int c = early; c < chunks; ++c) issue(c);
+  uint32_t acc = 0;
+  for (int c = 0; c < chunks; ++c) {
+    mbar_wait(bar_base + 8u * uint32_t(c), 0);
+    // Row 0's eight 16-byte pieces, whichever order the swizzle left them in.
+    for (int piece = 0; piece < 8; ++piece)
+      acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(c) * slot_bytes + 16 * piece);
+  }
+  out[blockIdx.y * gridDim.x + blockIdx.x] = acc;
+}
+
+// The fused kernel's map (sm90_kernels.cu, encode_ring_weight_map): dims {128, N, K / 128}
+// innermost first, strides {K, 128} bytes, box {128, rows, blocks}, 128-byte swizzle.
+bool encode_weight_map(CUtensorMap* map, const void* w, long long n, long long k, int box_rows, int box_blocks) {
+  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
+  static const Encode encode = []() -> Encode {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (!encode || box_rows < 1 || box_rows > 256 || box_blocks < 1 || box_blocks > 256) return false;
+  const cuuint64_t dims[3] = {128, cuuint64_t(n), cuuint64_t(k / 128)};
+  const cuuint64_t strides[2] = {cuuint64_t(k), 128};
+  const cuuint32_t box[3] = {128, cuuint32_t(box_rows), cuuint32_t(box_blocks)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(w), dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+constexpr int kMaxTensorSmem = 227 * 1024 - kMaxStages * 8;
+
 // ---- launch helpers --------------------------------------------------------------------------
 
 cudaLaunchConfig_t make_config(int grid, int block, size_t smem, int pdl, void* stream,
@@ -324,6 +434,50 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
   cudaLaunchConfig_t config = make_config(sms * ctas_per_sm, kBulkThreads, size_t(ring), pdl, stream, &attr);
   return int(cudaLaunchKernelEx(&config, stream_bulk_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
                                 static_cast<uint32_t*>(out), chunk, stages));
+}
+
+// tensor variant: a (k_split, groups) grid of 32-thread CTAs (clusters of k_split where `cluster`),
+// the fused kernel's partition and map (stream_tensor_kernel). n % 16 == 0, k % 128 == 0,
+// groups <= tiles. Returns cudaErrorInvalidValue where the shares do not fit shared memory.
+int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, int k_split, int groups,
+                          int box_blocks, int early, int evict_first, int cluster, int pdl, void* stream) {
+  if (w == nullptr || out == nullptr || n % 16 != 0 || k % 128 != 0 || k_split < 1 || k_split > 8 || groups < 1 ||
+      box_blocks < 1 || (reinterpret_cast<uintptr_t>(w) & 15) != 0)
+    return int(cudaErrorInvalidValue);
+  TensorShare share;
+  share.tiles = int(n / 16);
+  share.kblocks = int(k / 128);
+  if (groups > share.tiles || k_split > share.kblocks) return int(cudaErrorInvalidValue);
+  share.max_tiles = (share.tiles + groups - 1) / groups;
+  share.box_blocks = box_blocks;
+  share.early = early;
+  share.evict_first = evict_first;
+  const int max_blocks = (share.kblocks + k_split - 1) / k_split;
+  const int chunks = (max_blocks + box_blocks - 1) / box_blocks;
+  const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks;
+  if (chunks > kMaxStages || smem > kMaxTensorSmem) return int(cudaErrorInvalidValue);
+  CUtensorMap map, map_short;
+  if (!encode_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
+  if (!encode_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
+    return int(cudaErrorInvalidValue);
+  static bool opted_in = false;
+  if (!opted_in) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(stream_tensor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxTensorSmem);
+    if (e != cudaSuccess) return int(e);
+    opted_in = true;
+  }
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t config = make_config(1, kBulkThreads, size_t(smem), pdl, stream, &attrs[0]);
+  config.gridDim = dim3(unsigned(k_split), unsigned(groups), 1);
+  if (cluster) {
+    attrs[config.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attrs[config.numAttrs].val.clusterDim.x = unsigned(k_split);
+    attrs[config.numAttrs].val.clusterDim.y = 1;
+    attrs[config.numAttrs].val.clusterDim.z = 1;
+    ++config.numAttrs;
+  }
+  return int(cudaLaunchKernelEx(&config, stream_tensor_kernel, map, map_short, share, static_cast<uint32_t*>(out)));
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record

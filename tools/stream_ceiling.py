@@ -13,7 +13,14 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
     cost), and the best figure here is the realistic target for the fused kernel.
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
-    python tools/stream_ceiling.py --out DIR [--quick] [--replays 20]
+    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies] [--replays 20]
+
+--plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
+reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
+weight exactly as the fused wgmma ring kernel does (its K-split partition, its 3-D tensor map and
+box, evict_first), with and without a cluster launch, every box at entry or half of them after
+griddepcontrol.wait; next to them the bulk references and, where the extension is built, the fused
+op itself and its copies-alone variant, all in the same run.
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -56,7 +63,7 @@ def progress(message: str) -> None:
 
 @dataclass
 class Variant:
-    kind: str  # "ldg" or "bulk"
+    kind: str  # "ldg", "bulk" or "tensor"
     params: Dict[str, int]
     pdl: int = 1
 
@@ -65,6 +72,10 @@ class Variant:
         p = self.params
         if self.kind == "ldg":
             text = f"ldg D={p['depth']} ctas/SM={p['ctas_per_sm']}"
+        elif self.kind == "tensor":
+            box = "plan box" if p["box_blocks"] == 0 else f"box {p['box_blocks']} blocks"
+            text = (f"tensor k_split={p['k_split']} {box} {'all' if p['early_half'] == 0 else 'half'} at entry"
+                    f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}")
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -87,6 +98,41 @@ def copy_size_variants() -> List[Variant]:
     copies plain weights one 2 KB row at a time.)"""
     return [Variant("bulk", {"chunk": c * KIB, "stages": min(32, r // c), "ctas_per_sm": 1})
             for c, r in ((2, 64), (4, 64), (32, 64), (4, 128), (32, 128))]
+
+
+def plan_copy_variants() -> List[Variant]:
+    """The fused kernel's copy pattern, piece by piece (see the module docstring). box_blocks 0:
+    the fused plan's (about 32 KB a box); early_half: half the boxes before griddepcontrol.wait."""
+    def tensor(k_split=2, box_blocks=0, early_half=0, cluster=1, evict_first=1):
+        return Variant("tensor", {"k_split": k_split, "box_blocks": box_blocks, "early_half": early_half,
+                                  "cluster": cluster, "evict_first": evict_first, "ctas_per_sm": 1})
+    return [
+        Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1}),   # the 0.98 reference
+        Variant("bulk", {"chunk": 32 * KIB, "stages": 6, "ctas_per_sm": 1}),   # a whole share at entry
+        tensor(),                          # the fused kernel's copies (flag 7 without its CTA)
+        tensor(cluster=0),                 # ... without the cluster launch
+        tensor(early_half=1),              # ... half the boxes after griddepcontrol.wait
+        tensor(evict_first=0),             # ... without the L2 evict_first policy
+        tensor(box_blocks=1),              # ... 8-10 KB boxes
+        tensor(box_blocks=16),             # ... one box per CTA
+        tensor(k_split=4),                 # ... a K split of 4
+    ]
+
+
+def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
+    """The fused wgmma ring plan's partition (sm90_gemm_plan.h): clusters of k_split CTAs over K,
+    row groups = min(SMs / k_split, tiles / 4), boxes of about 32 KB (wgmma_chunk_blocks)."""
+    p = v.params
+    tiles, kblocks = n // 16, k // 128
+    groups = min(sms // p["k_split"], tiles // 4)
+    max_tiles = -(-tiles // groups)
+    blocks = -(-kblocks // p["k_split"])
+    box = p["box_blocks"] or max(1, -(-32 * KIB // (max_tiles * 16 * 128)))
+    box = min(box, blocks)
+    chunks = -(-blocks // box)
+    early = (chunks + 1) // 2 if p["early_half"] else chunks
+    return {"groups": groups, "max_tiles": max_tiles, "box_blocks": box, "chunks": chunks, "early": early,
+            "grid": p["k_split"] * groups}
 
 
 def quick_variants() -> List[Variant]:
@@ -135,6 +181,8 @@ class Kernels:
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
+        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_tensor.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
         lib.stream_ceiling_error_string.argtypes = [i]
@@ -146,12 +194,17 @@ class Kernels:
             message = self.lib.stream_ceiling_error_string(code).decode()
             raise RuntimeError(f"{what}: CUDA error {code} ({message})")
 
-    def launch(self, v: Variant, buf_ptr: int, nbytes: int, out_ptr: int, sms: int) -> None:
+    def launch(self, v: Variant, buf_ptr: int, nbytes: int, out_ptr: int, sms: int, nk=None) -> None:
         # The stream is read at call time: inside torch.cuda.graph() it is the capturing stream,
         # so the launch lands in the graph exactly like the fused op's does in bench.
         stream = torch.cuda.current_stream().cuda_stream
         p = v.params
-        if v.kind == "ldg":
+        if v.kind == "tensor":
+            n, k = nk
+            g = tensor_geometry(v, n, k, sms)
+            code = self.lib.stream_ceiling_tensor(buf_ptr, n, k, out_ptr, p["k_split"], g["groups"], g["box_blocks"],
+                                                  g["early"], p["evict_first"], p["cluster"], v.pdl, stream)
+        elif v.kind == "ldg":
             code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
                                                stream)
         else:
@@ -162,6 +215,8 @@ class Kernels:
     def blocks_per_sm(self, v: Variant) -> int:
         """CTAs of this variant that fit on one SM at once (is ctas_per_sm really co-resident?)."""
         n = ctypes.c_int(0)
+        if v.kind == "tensor":
+            return 1  # one 32-thread CTA with up to 227 KB: one per SM by construction
         if v.kind == "ldg":
             code = self.lib.stream_ceiling_occupancy(0, v.params["depth"], ctypes.byref(n))
         else:
@@ -179,6 +234,28 @@ def cta_slices(units: int, grid: int):
     for b in range(grid):
         begin = base * b + min(b, extra)
         yield begin, begin + base + (1 if b < extra else 0)
+
+
+def expected_tensor_fold(v: Variant, words, n: int, k: int, sms: int):
+    """tensor: per CTA (index group * k_split + rank) the XOR over its boxes of the first word of
+    each 16-byte piece of the box's first row (zero past K: the map's out-of-bounds fill)."""
+    import numpy as np
+
+    g = tensor_geometry(v, n, k, sms)
+    s, tiles, kblocks = v.params["k_split"], n // 16, k // 128
+    out = np.zeros(g["grid"], dtype=np.uint32)
+    for group in range(g["groups"]):
+        row0 = group * tiles // g["groups"] * 16
+        for rank in range(s):
+            kb_begin, kb_end = rank * kblocks // s, (rank + 1) * kblocks // s
+            acc = np.uint32(0)
+            for c in range(-(-(kb_end - kb_begin) // g["box_blocks"])):
+                kb = kb_begin + c * g["box_blocks"]
+                if kb < kblocks:
+                    first = (row0 * k + kb * 128) // 4
+                    acc ^= np.bitwise_xor.reduce(words[first:first + 32:4])
+            out[group * s + rank] = acc
+    return out
 
 
 def expected_fold(v: Variant, words, nbytes: int, grid: int):
@@ -230,7 +307,8 @@ def run(args) -> dict:
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
-    variants = copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants()
+    variants = (plan_copy_variants() if args.plan_copies else copy_size_variants() if args.copy_sizes
+                else quick_variants() if args.quick else all_variants())
 
     tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
     kernels = Kernels(build_library(tmp))
@@ -266,29 +344,34 @@ def run(args) -> dict:
         words = pool[:nbytes].cpu().numpy().view("<u4")  # copy 0, for the checksum check
         for v in variants:
             done += 1
-            grid = sms * v.params["ctas_per_sm"]
+            tensor = v.kind == "tensor"
+            grid = tensor_geometry(v, n, k, sms)["grid"] if tensor else sms * v.params["ctas_per_sm"]
             # Eager check on copy 0: surfaces launch errors, faults and hangs before a graph is
             # captured, and proves the kernel read what it should (its fold matches the host's).
             out.zero_()
-            kernels.launch(v, base_ptr, nbytes, out_ptr, sms)
+            kernels.launch(v, base_ptr, nbytes, out_ptr, sms, (n, k))
             wait_or_die(f"{v.name} on N={n} K={k}")
             got = out[:grid].cpu().numpy().view("<u4")
-            fold_ok = bool((got == expected_fold(v, words, nbytes, grid)).all())
+            expected = expected_tensor_fold(v, words, n, k, sms) if tensor else expected_fold(v, words, nbytes, grid)
+            fold_ok = bool((got == expected).all())
             if not fold_ok:
                 progress(f"  WARNING: {v.name}: checksum differs from the host's: the kernel did not read "
                          f"exactly the buffer")
-            calls = [lambda i=i, v=v: kernels.launch(v, base_ptr + i * stride, nbytes, out_ptr, sms)
+            calls = [lambda i=i, v=v: kernels.launch(v, base_ptr + i * stride, nbytes, out_ptr, sms, (n, k))
                      for i in range(copies)]
             us = time_in_graph(calls, args.replays)
             rows.append({
                 "N": n, "K": k, "bytes": nbytes, "variant": v.name, "kind": v.kind,
-                "params": dict(v.params, grid=grid, ctas_fit_per_sm=fits[v.name]),
+                "params": dict(v.params, grid=grid, ctas_fit_per_sm=fits[v.name],
+                               **(tensor_geometry(v, n, k, sms) if tensor else {})),
                 "pdl": v.pdl, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
                 "fold_ok": fold_ok, "copies": copies,
             })
             progress(f"[{done}/{total}] N={n} K={k} {v.name}: {us:.2f} us (floor {floor_us:.2f}, "
                      f"floor/us {floor_us / us:.3f})")
         del words
+        if args.plan_copies:
+            rows.extend(fused_rows(n, k, floor_us, copies, args.replays, device))
     progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
     del pool, out
     torch.cuda.empty_cache()
@@ -303,6 +386,38 @@ def run(args) -> dict:
         "replays": args.replays,
         "rows": rows,
     }
+
+
+def fused_rows(n: int, k: int, floor_us: float, copies: int, replays: int, device) -> List[dict]:
+    """The fused op (default plan) and its copies-alone diagnostic (config flag 7: no MMA, no
+    prologue, no epilogue; garbage output) at M = 1 and 8, timed as the variants above. Empty where
+    the extension is not built."""
+    try:
+        from sglang_fp8ext import ops
+        from sglang_fp8ext.bench import make_weight, time_in_graph
+        torch.ops.sgl_fp8._smallm_gemm_configured  # noqa: B018 (raises where the op is missing)
+    except (ImportError, AttributeError, RuntimeError) as e:
+        progress(f"  fused rows skipped: {e}")
+        return []
+    generator = torch.Generator(device=device).manual_seed(1)
+    weights = [make_weight(n, k, False, device, generator) for _ in range(copies)]
+    rows = []
+    for m in (1, 8):
+        x = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
+        for name, config in (("fused default", None), ("fused copies alone (flag 7)", [0, 0, 0, 0, 7])):
+            if config is None:
+                calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights]
+            else:
+                calls = [lambda w=w, s=s, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
+                         for w, s, _ in weights]
+            us = time_in_graph(calls, replays)
+            rows.append({"N": n, "K": k, "bytes": n * k, "variant": f"{name} M={m}", "kind": "fused",
+                         "params": {"M": m, "config": config}, "pdl": 1, "us": us, "floor_us": floor_us,
+                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
+            progress(f"  N={n} K={k} {name} M={m}: {us:.2f} us (floor/us {floor_us / us:.3f})")
+    del weights
+    torch.cuda.empty_cache()
+    return rows
 
 
 def print_tables(result: dict) -> None:
@@ -321,7 +436,7 @@ def print_tables(result: dict) -> None:
         print("-" * len(header))
         for r in sel:
             print(f"{r['variant']:<40} {r['us']:>8.2f} {r['floor_us']:>9.2f} {r['floor_over_us']:>9.3f} "
-                  f"{r['bytes'] / r['us'] / 1e6:>6.2f}  {'ok' if r['fold_ok'] else 'MISMATCH'}")
+                  f"{r['bytes'] / r['us'] / 1e6:>6.2f}  {'-' if r['fold_ok'] is None else 'ok' if r['fold_ok'] else 'MISMATCH'}")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -329,6 +444,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", required=True, help="directory for stream_ceiling.json")
     parser.add_argument("--quick", action="store_true", help="4 variants instead of the full sweep")
     parser.add_argument("--copy-sizes", action="store_true", help="bulk copies of 2-32 KB at the same bytes in flight")
+    parser.add_argument("--plan-copies", action="store_true",
+                        help="the fused kernel's copy pattern piece by piece, beside bulk copies and the fused op")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
