@@ -357,7 +357,7 @@ bool encode_weight_map(CUtensorMap* map, const void* w, long long n, long long k
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-constexpr int kMaxTensorSmem = 227 * 1024 - kMaxStages * 8;
+constexpr int kMaxTensorSmem = kMaxRingBytes;  // >= the 160 KB share; 227 KB less the barriers was refused on the H200
 
 // ---- launch helpers --------------------------------------------------------------------------
 
