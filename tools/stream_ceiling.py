@@ -362,8 +362,8 @@ def run(args) -> dict:
             us = time_in_graph(calls, args.replays)
             rows.append({
                 "N": n, "K": k, "bytes": nbytes, "variant": v.name, "kind": v.kind,
-                "params": dict(v.params, grid=grid, ctas_fit_per_sm=fits[v.name],
-                               **(tensor_geometry(v, n, k, sms) if tensor else {})),
+                "params": {**v.params, **(tensor_geometry(v, n, k, sms) if tensor else {}),
+                           "grid": grid, "ctas_fit_per_sm": fits[v.name]},
                 "pdl": v.pdl, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
                 "fold_ok": fold_ok, "copies": copies,
             })
