@@ -322,41 +322,7 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
   return x.xs_offset == y.xs_offset && x.red_offset == y.red_offset && x.inbox_offset == y.inbox_offset &&
          x.ring_offset == y.ring_offset && x.barrier_offset == y.barrier_offset &&
          x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
-         x.chunks == y.chunks && x.slots == y.slots && x.copies == y.copies && x.direct == y.direct &&
-         x.inbox_barrier == y.inbox_barrier;
-}
-
-// The copies of a CTA's blocks (WgmmaCopies): every block exactly once, the last of several chunks
-// one block per copy where split, copy_of (as the kernel computes it) the copy that holds each block.
-static void check_wgmma_copies() {
-  for (int nblocks = 1; nblocks <= 40; ++nblocks)
-    for (int cb = 1; cb <= 16; ++cb)
-      for (bool split : {false, true}) {
-        const int chunks = (nblocks + cb - 1) / cb;
-        const WgmmaCopies copies(nblocks, cb, split);
-        const WgmmaCopies counted(nblocks, cb, chunks, split);
-        CHECK(copies.whole == counted.whole && copies.count == counted.count, "copies n=%d cb=%d", nblocks, cb);
-        const bool splits = split && chunks > 1;
-        CHECK(copies.count == (splits ? chunks - 1 + nblocks - (chunks - 1) * cb : chunks) &&
-                  copies.whole == (splits ? chunks - 1 : chunks),
-              "copy count n=%d cb=%d split=%d: %d", nblocks, cb, split, copies.count);
-        std::vector<int> seen(size_t(chunks) * cb, 0);
-        for (int c = 0; c < copies.count; ++c) {
-          CHECK(copies.blocks(c, cb) == (c < copies.whole ? cb : 1), "copy %d blocks", c);
-          for (int b = 0; b < copies.blocks(c, cb); ++b) {
-            const int lb = copies.first_block(c, cb) + b;
-            CHECK(lb >= 0 && lb < chunks * cb, "copy %d block %d outside the ring (n=%d cb=%d)", c, lb, nblocks, cb);
-            if (lb < 0 || lb >= chunks * cb) continue;
-            ++seen[size_t(lb)];
-            if (lb < nblocks)
-              CHECK(copies.copy_of(lb, cb, 1.0f / float(cb)) == c, "copy_of(%d) n=%d cb=%d split=%d", lb, nblocks, cb,
-                    split);
-          }
-        }
-        for (int lb = 0; lb < chunks * cb; ++lb)
-          CHECK(seen[size_t(lb)] == (lb < nblocks ? 1 : (splits ? 0 : 1)), "block %d copied %d times (n=%d cb=%d split=%d)",
-                lb, seen[size_t(lb)], nblocks, cb, split);
-      }
+         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier;
 }
 
 static void check_wgmma_ring() {
@@ -471,12 +437,6 @@ static void check_wgmma_ring() {
         CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
         CHECK(plan.row_groups * plan.k_split <= 132, "wgmma grid %d x %d", plan.row_groups, plan.k_split);
         CHECK(plan.chunk_blocks >= 1 && layout.chunks * plan.chunk_blocks >= plan.max_blocks_per_cta, "chunks");
-        // A barrier for every copy of either block count the K split gives a CTA, before the inbox's.
-        for (int nb : {plan.max_blocks_per_cta, plan.max_blocks_per_cta - 1})
-          if (nb >= 1)
-            CHECK(WgmmaCopies(nb, plan.chunk_blocks, true).count <= layout.copies &&
-                      layout.inbox_barrier_offset - layout.barrier_offset == 8LL * layout.copies,
-                  "copy barriers %d for %d blocks", layout.copies, nb);
         CHECK(plan.early_chunks >= 1 && plan.early_chunks <= layout.chunks, "early chunks %d of %d", plan.early_chunks,
               layout.chunks);
         CHECK(plan.max_tiles_per_cta * kTileRows <= 256, "box rows");
@@ -648,7 +608,6 @@ int main() {
   check_plans();
   check_staging();
   check_ring();
-  check_wgmma_copies();
   check_wgmma_ring();
   check_small_quotient();
   check_exchange_split();

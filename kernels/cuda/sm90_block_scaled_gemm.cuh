@@ -94,9 +94,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
-  // Not diagnostic (the same bits): the 4-warpgroup wgmma ring kernel copies its last chunk as one
-  // box, as before session 18, not one block per copy (WgmmaCopies; for A/B runs).
-  kWholeLastChunk = kWholeLastChunkFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -144,12 +141,9 @@ struct GemmKernelArgs {
   // Ring kernels, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
   // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*); the wgmma
   // ring kernel's box is the CTA's tiles over chunk_blocks blocks, and a second map's box is one
-  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta); the last two are
-  // the same with a box of one block (the 4-warpgroup kernel's last chunk, WgmmaCopies).
+  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta).
   CUtensorMap weight_map;
   CUtensorMap weight_map_short;
-  CUtensorMap weight_map_block;
-  CUtensorMap weight_map_block_short;
 };
 
 // 1 / nblocks for a CTA's K block count (small_quotient).

@@ -141,8 +141,7 @@ struct RingSmemLayout {
 // 8 swizzle atoms 1024 bytes apart (one descriptor): block lb of the CTA at lb * rows * 128,
 // row r of it at r * 128 with its 16-byte piece p at p ^ (r & 7) (the TMA's 128-byte swizzle).
 // The blocks travel in chunks of chunk_blocks blocks, one tensor copy (box: 128 bytes x the CTA's
-// rows x chunk_blocks) and one "full" mbarrier per copy; the 4-warpgroup kernel copies its last
-// chunk one block per copy (WgmmaCopies).
+// rows x chunk_blocks) and one "full" mbarrier per chunk, every chunk requested at entry.
 constexpr int kWindowTiles = 4;   // wgmma's 64 rows
 constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_max_windows)
 constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
@@ -182,34 +181,6 @@ SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
   int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
   return b < 1 ? 1 : (b > max_blocks ? max_blocks : b);
 }
-// The copies of a CTA's nblocks K blocks (a ring that holds them all): `whole` copies of
-// chunk_blocks blocks, then, where split_last and there are several chunks, the last chunk's
-// blocks one per copy. Why (session 18, docs/sm90.md): a copy's mbarrier completes when its last
-// byte lands, and the last chunk's MMAs (every warpgroup's last block, ~1200 cycles of wgmma
-// latency at 4 blocks) all waited for it; block by block, each warpgroup's last block starts as
-// it lands and the tail after the last byte is one block's MMAs. Copy c < whole starts at block
-// c * chunk_blocks, copy whole + j at block whole * chunk_blocks + j.
-struct WgmmaCopies {
-  int whole = 0, count = 0;  // copies of chunk_blocks blocks, and all copies
-  SGL_FP8_HD WgmmaCopies(int nblocks, int chunk_blocks, bool split_last)
-      : WgmmaCopies(nblocks, chunk_blocks, (nblocks + chunk_blocks - 1) / chunk_blocks, split_last) {}
-  // chunks = ceil(nblocks / chunk_blocks), as the kernel has it (without a division)
-  SGL_FP8_HD WgmmaCopies(int nblocks, int chunk_blocks, int chunks, bool split_last) {
-    whole = split_last && chunks > 1 ? chunks - 1 : chunks;
-    count = whole < chunks ? whole + nblocks - whole * chunk_blocks : chunks;
-  }
-  SGL_FP8_HD int first_block(int c, int chunk_blocks) const {
-    return c < whole ? c * chunk_blocks : whole * chunk_blocks + (c - whole);
-  }
-  SGL_FP8_HD int blocks(int c, int chunk_blocks) const { return c < whole ? chunk_blocks : 1; }
-  // The copy that brings block lb < nblocks (inverse_chunk_blocks = 1.0f / chunk_blocks: small_quotient).
-  SGL_FP8_HD int copy_of(int lb, int chunk_blocks, float inverse_chunk_blocks) const;
-};
-// The 4-warpgroup kernel splits its last chunk (unless the config's kWholeLastChunkFlag); the
-// co-resident variant's chunks are one block per warpgroup already.
-SGL_FP8_HD constexpr bool wgmma_split_last_chunk(int warpgroups) { return warpgroups == kWgmmaWarpGroups; }
-// Copies as they were before session 18 (one per chunk), for A/B runs; the same bits.
-constexpr int kWholeLastChunkFlag = 8192;
 // a / b for small non-negative integers, from b's reciprocal in fp32 (inverse_b = 1.0f / float(b),
 // the IEEE division): an integer division by a runtime value is ~20-30 instructions, and the MMA
 // loop and the epilogue would run them cold (docs/sm90.md, session 13). (a + 0.5) / b lies at
@@ -218,10 +189,6 @@ constexpr int kWholeLastChunkFlag = 8192;
 // what the kernels divide (below 2^22, the launcher's bounds); tests/sm90_layout_check.cpp tries
 // every a < 2^16 for every b < 2^11, and every a < 2^22 for the cluster sizes.
 SGL_FP8_HD int small_quotient(int a, float inverse_b) { return int((float(a) + 0.5f) * inverse_b); }
-SGL_FP8_HD int WgmmaCopies::copy_of(int lb, int chunk_blocks, float inverse_chunk_blocks) const {
-  const int whole_blocks = whole * chunk_blocks;
-  return lb < whole_blocks ? small_quotient(lb, inverse_chunk_blocks) : whole + (lb - whole_blocks);
-}
 // The e4m3 activations, wgmma's K-major B operand under the 128-byte swizzle: token `token` of
 // block lb owns the 128-byte row (lb * token_pad + token), its byte k at piece (k / 16) ^ (token & 7).
 SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {
@@ -294,7 +261,7 @@ SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split,
 // [activations e4m3 [block][token][128] | inbox fp32 [owned tile][rank][16][token] from 32 tokens]
 // [activation scales fp32 [block][token]][inbox up to 16 tokens: [owned tile][rank]([warpgroup] direct)[16][token]]
 // [ring, 1024-aligned: slots x chunk_blocks blocks x max_tiles x 16 rows x 128 | warpgroup partials]
-// [a "full" mbarrier per copy (refilled: per slot, and an "empty" one per slot)][the inbox's mbarrier, direct exchange]
+// [a "full" mbarrier per slot (and, refilled, an "empty" one per slot)][the inbox's mbarrier, direct exchange]
 // [block scales as loaded [tile][block]]
 // A slot per chunk, or (the co-resident variant) fewer, refilled.
 // A shared region is the larger of its two users, the second written once the first is read:
@@ -308,7 +275,6 @@ struct WgmmaRingSmemLayout {
   int64_t xs_offset = 0, red_offset = 0, inbox_offset = 0, ring_offset = 0, barrier_offset = 0,
           inbox_barrier_offset = 0, scale_offset = 0, total = 0;
   int chunks = 0, slots = 0;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
-  int copies = 0;             // the most copies a CTA of the plan makes (WgmmaCopies; refilled: slots)
   bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   bool inbox_barrier = false;  // an mbarrier counts the inbox's bytes (the direct or the async exchange)
   WgmmaRingSmemLayout() = default;
@@ -333,12 +299,7 @@ struct WgmmaRingSmemLayout {
     const int64_t red_bytes = int64_t(max_tiles) * warpgroups * kTileRows * token_pad * 4;
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
-    // The K split gives a CTA max_blocks or one fewer blocks; either may make more copies.
-    const bool split = wgmma_split_last_chunk(warpgroups);
-    const int copies_max = WgmmaCopies(max_blocks, chunk_blocks, split).count;
-    const int copies_short = max_blocks > 1 ? WgmmaCopies(max_blocks - 1, chunk_blocks, split).count : 0;
-    copies = slots < chunks ? slots : (copies_max > copies_short ? copies_max : copies_short);
-    inbox_barrier_offset = barrier_offset + int64_t(slots < chunks ? 2 * slots : copies) * 8;
+    inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
     scale_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }

@@ -210,7 +210,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
-  CUtensorMap weight_map = {}, weight_map_short = {}, weight_map_block = {}, weight_map_block_short = {};
+  CUtensorMap weight_map = {}, weight_map_short = {};
   // (Its index math is 32-bit: row groups x tiles below 2^32, K blocks x k_split below 2^22.)
   const bool wgmma_index_range = p.N / sm90::kTileRows * facts.sms < (int64_t(1) << 32) && p.K < (int64_t(1) << 26);
   if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
@@ -242,15 +242,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                                                                         threads, smem);
                                         });
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
-      // One-block boxes for the last chunk's copies (WgmmaCopies), where a CTA has several chunks.
-      const bool block_copies = sm90::wgmma_split_last_chunk(plan.warps_k) &&
-                                !(p.config.flags & sm90::kWholeLastChunk) && plan.chunk_blocks < plan.max_blocks_per_cta;
       if (plan.cost >= 0 &&
           !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
-            encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks) &&
-            (!block_copies ||
-             (encode_ring_weight_map(&weight_map_block, p.w, p.N, p.K, rows, 1) &&
-              encode_ring_weight_map(&weight_map_block_short, p.w, p.N, p.K, rows - sm90::kTileRows, 1)))))
+            encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
         plan = GemmPlan{};
     }
   }
@@ -309,8 +303,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.early_chunks = plan.early_chunks;
   a.ring_slots = plan.ring_slots;
   a.weight_map_short = weight_map_short;
-  a.weight_map_block = weight_map_block;
-  a.weight_map_block_short = weight_map_block_short;
   auto inverse = [](int v) { return v > 0 ? 1.0f / float(v) : 0.0f; };  // small_quotient's (IEEE division)
   a.inverse_k_split = inverse(plan.k_split);
   a.inverse_chunk_blocks = inverse(plan.chunk_blocks);

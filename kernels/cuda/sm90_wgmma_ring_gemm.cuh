@@ -183,14 +183,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // a slot's next chunk is requested once every warp has released the slot's current one.
   const int slots = layout.slots < chunks ? layout.slots : chunks;
   const bool refill = WGS == kCoResidentWarpGroups && slots < chunks;
-  // A ring that holds the CTA's share takes its copies (WgmmaCopies: the chunks, the 4-warpgroup
-  // kernel's last one block by block) each on its own "full" barrier; a refilled one is first
-  // filled with one chunk per slot. The bytes of copy c land at its first block's place.
-  constexpr bool kSplitLast = wgmma_split_last_chunk(WGS);  // compile-time: the co-resident instances' code stays as it was
-  const WgmmaCopies copies(nblocks, chunk_blocks, chunks, kSplitLast && !(a.flags & kWholeLastChunk));
-  const int first_copies = refill ? slots : kSplitLast ? copies.count : chunks;
-  const uint32_t block_bytes = uint32_t(rows) * kBlockK;
-  const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * copy (refilled: slot)
+  const uint32_t full = shared_address(smem + layout.barrier_offset);  // + 8 * slot
   const uint32_t empty = full + 8 * uint32_t(layout.slots);             // + 8 * slot, refilled rings only
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -221,15 +214,14 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   }
   if (threadIdx.x == 0) {
 #pragma unroll 1
-    for (int c = 0; c < first_copies; ++c) mbarrier_init(full + 8 * c, 1);
+    for (int c = 0; c < slots; ++c) mbarrier_init(full + 8 * c, 1);
     if (refill)
 #pragma unroll 1
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     if (inbox_barrier) mbarrier_init(inbox_bar, 1);
     mbarrier_init_fence();
 #pragma unroll 1
-    for (int c = 0; c < first_copies; ++c)
-      mbarrier_arrive_expect_tx(full + 8 * c, kSplitLast ? uint32_t(copies.blocks(c, chunk_blocks)) * block_bytes : chunk_bytes);
+    for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
     if (inbox_barrier) {  // every rank (direct: every warpgroup of every rank) sends each tile this CTA finishes
       const ExchangeSplit split = exchange_split(a, ntiles);
       const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
@@ -243,39 +235,27 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   if (inbox_barrier) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
-  // 1. The first copies (refilled: one chunk per slot), copy c from lane 0 of warp c % kWarps: the
-  //    first `early` at once, the others once the first activation loads are in flight
-  //    (a.early_chunks, the plan's; 0: all at once): the activation loads queue behind the copies
-  //    already requested. A chunk always spans chunk_blocks blocks (the last one may read a
-  //    neighbour's blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full
-  //    map, or the one a tile shorter (and the same two with a box of one block).
-  const bool full_rows = ntiles == a.max_tiles_per_cta;
-  const void* map = full_rows ? &a.weight_map : &a.weight_map_short;
-  const void* block_map = full_rows ? &a.weight_map_block : &a.weight_map_block_short;
-  const int early = a.early_chunks > 0 && a.early_chunks < first_copies ? a.early_chunks : first_copies;
-  // Copy c of the first ones (a refilled ring's: chunk c into slot c), counted on its full barrier.
-  // Chunk c into ring slot `slot`, counted on the slot's full barrier.
+  // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
+  //    `early` at once, the others once the first activation loads are in flight (a.early_chunks,
+  //    the plan's; 0: all at once): the activation loads queue behind the copies already
+  //    requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
+  //    blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full map, or the
+  //    one a tile shorter.
+  const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
+  const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
+  // Chunk c's copy into ring slot `slot`, counted on the slot's full barrier.
   auto copy_chunk = [&](int c, int slot) {
     tensor_copy_3d_to_shared(ring_address + uint32_t(slot) * chunk_bytes, map, 0, tile_begin * kTileRows,
                              kb_begin + c * chunk_blocks, full + 8 * slot);
   };
-  auto copy = [&](int c) {
-    if constexpr (kSplitLast) {
-      const int first = copies.first_block(c, chunk_blocks);
-      tensor_copy_3d_to_shared(ring_address + uint32_t(first) * block_bytes, c < copies.whole ? map : block_map, 0,
-                               tile_begin * kTileRows, kb_begin + first, full + 8 * c);
-    } else {
-      copy_chunk(c, c);
-    }
-  };
-  auto request_copies = [&](int first, int end) {
+  auto request_chunks = [&](int first, int end) {
     if (lane == 0) {
 #pragma unroll 1
-      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps) copy(c);
+      for (int c = first + (warp - first % kWarps + kWarps) % kWarps; c < end; c += kWarps) copy_chunk(c, c);
     }
     __syncwarp();
   };
-  request_copies(0, early);
+  request_chunks(0, early);
   // 32 tokens, a CTA share of >= 96 KB: the copies held back are requested by thread 0 once the
   // activations are in shared memory, not from inside the prologue (a warp's tensor copy does not
   // issue while the CTA's earlier copies stream, and the prologue's CTA barrier waits for that
@@ -290,7 +270,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // Else the copies held back are requested as soon as the first activation loads are in flight.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
       a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        if (!late_copies) request_copies(early, first_copies);
+        if (!late_copies) request_chunks(early, slots);
       });
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
@@ -307,7 +287,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   __syncthreads();             // activations and unit scales written
   if (late_copies && threadIdx.x == 0) {
 #pragma unroll 1
-    for (int c = early; c < first_copies; ++c) copy(c);
+    for (int c = early; c < slots; ++c) copy_chunk(c, c);
   }
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
@@ -316,7 +296,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     loop_begin_ns = global_timer_ns();
     loop_begin_cycles = clock64();
 #pragma unroll 1
-    for (int c = 0; c < first_copies; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
+    for (int c = 0; c < slots; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
   }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
@@ -325,18 +305,14 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
-  auto copy_of = [&](int lb) {  // the copy that brings block lb
-    if constexpr (!kSplitLast) return small_quotient(lb, a.inverse_chunk_blocks);
-    return copies.copy_of(lb, chunk_blocks, a.inverse_chunk_blocks);
-  };
+  auto chunk_of = [&](int lb) { return small_quotient(lb, a.inverse_chunk_blocks); };  // lb / chunk_blocks
   auto record_loop = [&] {
     if (timeline && threadIdx.x == 0) {
       const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
       const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
       timeline_word(a, kTimelineSlots - 1,
                     sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
-                        (static_cast<unsigned long long>(first_copies) << 24) | (loop_ns << 32) |
-                        (loop_cycles << 48));
+                        (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
     }
   };
   // Where every warpgroup has the same number of blocks (nblocks % WGS == 0, all the shapes of
@@ -385,14 +361,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         }
       }
     };
-    if (a.flags & kStreamOnly) {  // diagnostics: wait for every copy, no MMA
-      if constexpr (kSplitLast) {  // (never refilled)
-        for (int c = 0; c < copies.count; ++c) mbarrier_wait(full + 8 * c, 0);
-      } else {
-        for (int c = 0; c < chunks; ++c) {
-          mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
-          if (refill) release_and_refill(c);
-        }
+    if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
+      for (int c = 0; c < chunks; ++c) {
+        mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
+        if (refill) release_and_refill(c);
       }
     } else if (refill) {
       // Chunk c holds block c * WGS + wg of each warpgroup: wait for it, its MMAs, wait for them,
@@ -417,7 +389,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         for (int i = 0; i < kPerWait; ++i) {
           if (first + i < per_wg) {
             const int lb = wg + WGS * (first + i);
-            mbarrier_wait(full + 8 * copy_of(lb), 0);  // the copy's only phase
+            mbarrier_wait(full + 8 * chunk_of(lb), 0);  // the chunk's only phase
             wgmma_block<TOKEN_TILES, kWindows>(P[i], a_block(lb), b_block(lb), ntiles);
           }
         }
@@ -429,7 +401,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
       for (int lb = wg; lb < nblocks; lb += WGS) {
-        mbarrier_wait(full + 8 * copy_of(lb), 0);
+        mbarrier_wait(full + 8 * chunk_of(lb), 0);
         wgmma_block<TOKEN_TILES, kWindows>(P, a_block(lb), b_block(lb), ntiles);
         wgmma_wait<0>();
         apply(lb, P);
