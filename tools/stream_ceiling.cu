@@ -284,6 +284,13 @@ struct TensorShare {
   int max_tiles;   // tiles of the CTAs that take the full map's box (the others: one fewer)
   int early;       // boxes requested before griddepcontrol.wait (the rest after it); >= chunks: all
   int evict_first;
+  // The fused kernel's other entry work, optional: every thread of the CTA (blockDim.x) waits for
+  // the previous grid and for every box as its warps do; threads < scale_loads each load one word
+  // of `scales` at entry (the fused kernel's block scales: cold, into registers) and store it to
+  // shared memory at the end.
+  const uint32_t* scales;
+  int scale_words;
+  int scale_loads;
 };
 
 // CTA (rank = blockIdx.x, group = blockIdx.y) of a (k_split, groups) grid reads tiles
@@ -291,14 +298,19 @@ struct TensorShare {
 // box c = blocks c * box_blocks .. of the slice (the last box may pass the slice: the fused
 // kernel reads and ignores those bytes too). out[CTA] = XOR over its boxes of the first 32-bit
 // word of each 16-byte piece of the box's row 0 (the swizzle permutes pieces within a row only).
-__global__ void __launch_bounds__(kBulkThreads) stream_tensor_kernel(const __grid_constant__ CUtensorMap map,
+__global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constant__ CUtensorMap map,
                                                                       const __grid_constant__ CUtensorMap map_short,
                                                                       const TensorShare share,
                                                                       uint32_t* __restrict__ out) {
   extern __shared__ __align__(1024) uint8_t slots[];
   __shared__ __align__(8) uint64_t bars[kMaxStages];
+  __shared__ uint32_t scale_sink[512];  // written through a volatile pointer: keeps the scale loads
   pdl_launch_dependents();
-  if (threadIdx.x != 0) return;
+  const int cta = blockIdx.y * gridDim.x + blockIdx.x;
+  const bool loads_scale = int(threadIdx.x) < share.scale_loads;
+  const uint32_t scale_word = loads_scale ? __ldg(share.scales + (cta * share.scale_loads + threadIdx.x) % share.scale_words) : 0u;
+  const bool everyone = blockDim.x > 32;  // the fused kernel's shape: every thread waits
+  if (threadIdx.x != 0 && !everyone) return;
   const int rank = blockIdx.x, group = blockIdx.y;
   const int tile_begin = int((long long)group * share.tiles / gridDim.y);
   const int tile_end = int((long long)(group + 1) * share.tiles / gridDim.y);
@@ -310,8 +322,11 @@ __global__ void __launch_bounds__(kBulkThreads) stream_tensor_kernel(const __gri
   const uint32_t box_bytes = uint32_t(ntiles) * 16u * 128u * uint32_t(share.box_blocks);
   const uint32_t slot_bytes = uint32_t(share.max_tiles) * 16u * 128u * uint32_t(share.box_blocks);
   const uint32_t base = smem_addr(slots), bar_base = smem_addr(bars);
-  for (int c = 0; c < chunks; ++c) mbar_init(bar_base + 8u * c, 1);
-  mbar_init_fence();
+  if (threadIdx.x == 0) {
+    for (int c = 0; c < chunks; ++c) mbar_init(bar_base + 8u * c, 1);
+    mbar_init_fence();
+  }
+  if (everyone) __syncthreads();
   auto issue = [&](int c) {
     const uint32_t bar = bar_base + 8u * uint32_t(c);
     mbar_arrive_expect_tx(bar, box_bytes);
@@ -319,17 +334,21 @@ __global__ void __launch_bounds__(kBulkThreads) stream_tensor_kernel(const __gri
                    share.evict_first != 0);
   };
   const int early = share.early < chunks ? share.early : chunks;
-  for (int c = 0; c < early; ++c) issue(c);
+  if (threadIdx.x == 0)
+    for (int c = 0; c < early; ++c) issue(c);
   pdl_wait();
-  for (int c = early; c < chunks; ++c) issue(c);
+  if (threadIdx.x == 0)
+    for (int c = early; c < chunks; ++c) issue(c);
   uint32_t acc = 0;
   for (int c = 0; c < chunks; ++c) {
     mbar_wait(bar_base + 8u * uint32_t(c), 0);
     // Row 0's eight 16-byte pieces, whichever order the swizzle left them in.
-    for (int piece = 0; piece < 8; ++piece)
-      acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(c) * slot_bytes + 16 * piece);
+    if (threadIdx.x == 0)
+      for (int piece = 0; piece < 8; ++piece)
+        acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(c) * slot_bytes + 16 * piece);
   }
-  out[blockIdx.y * gridDim.x + blockIdx.x] = acc;
+  if (loads_scale) reinterpret_cast<volatile uint32_t*>(scale_sink)[threadIdx.x] = scale_word;
+  if (threadIdx.x == 0) out[cta] = acc;
 }
 
 // The fused kernel's map (sm90_kernels.cu, encode_ring_weight_map): dims {128, N, K / 128}
@@ -436,11 +455,14 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
                                 static_cast<uint32_t*>(out), chunk, stages));
 }
 
-// tensor variant: a (k_split, groups) grid of 32-thread CTAs (clusters of k_split where `cluster`),
+// tensor variant: a (k_split, groups) grid of `threads`-thread CTAs (32: thread 0 alone; 512: every
+// thread waits, as the fused kernel's; clusters of k_split where `cluster`; `scale_loads` threads
+// load a block-scale word at entry),
 // the fused kernel's partition and map (stream_tensor_kernel). n % 16 == 0, k % 128 == 0,
 // groups <= tiles. Returns cudaErrorInvalidValue where the shares do not fit shared memory.
 int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, int k_split, int groups,
-                          int box_blocks, int early, int evict_first, int cluster, int pdl, void* stream) {
+                          int box_blocks, int early, int evict_first, int cluster, int threads, int scale_loads,
+                          int pdl, void* stream) {
   if (w == nullptr || out == nullptr || n % 16 != 0 || k % 128 != 0 || k_split < 1 || k_split > 8 || groups < 1 ||
       box_blocks < 1 || (reinterpret_cast<uintptr_t>(w) & 15) != 0)
     return int(cudaErrorInvalidValue);
@@ -452,6 +474,11 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.box_blocks = box_blocks;
   share.early = early;
   share.evict_first = evict_first;
+  if ((threads != 32 && threads != 512) || scale_loads < 0 || scale_loads > threads) return int(cudaErrorInvalidValue);
+  // the block scales (fp32, one per 128 x 128 block) follow the weight in the caller's buffer
+  share.scales = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w) + n * k);
+  share.scale_words = int((n + 127) / 128 * (k / 128));
+  share.scale_loads = scale_loads;
   const int max_blocks = (share.kblocks + k_split - 1) / k_split;
   const int chunks = (max_blocks + box_blocks - 1) / box_blocks;
   const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks;
@@ -468,7 +495,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
     opted_in = true;
   }
   cudaLaunchAttribute attrs[2];
-  cudaLaunchConfig_t config = make_config(1, kBulkThreads, size_t(smem), pdl, stream, &attrs[0]);
+  cudaLaunchConfig_t config = make_config(1, threads, size_t(smem), pdl, stream, &attrs[0]);
   config.gridDim = dim3(unsigned(k_split), unsigned(groups), 1);
   if (cluster) {
     attrs[config.numAttrs].id = cudaLaunchAttributeClusterDimension;

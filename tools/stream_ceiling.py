@@ -75,7 +75,9 @@ class Variant:
         elif self.kind == "tensor":
             box = "plan box" if p["box_blocks"] == 0 else f"box {p['box_blocks']} blocks"
             text = (f"tensor k_split={p['k_split']} {box} {'all' if p['early_half'] == 0 else 'half'} at entry"
-                    f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}")
+                    f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}"
+                    f"{' 512 threads' if p.get('threads', 32) == 512 else ''}"
+                    f"{' scale loads' if p.get('scale_loads', 0) else ''}")
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -103,9 +105,10 @@ def copy_size_variants() -> List[Variant]:
 def plan_copy_variants() -> List[Variant]:
     """The fused kernel's copy pattern, piece by piece (see the module docstring). box_blocks 0:
     the fused plan's (about 32 KB a box); early_half: half the boxes before griddepcontrol.wait."""
-    def tensor(k_split=2, box_blocks=0, early_half=0, cluster=1, evict_first=1):
+    def tensor(k_split=2, box_blocks=0, early_half=0, cluster=1, evict_first=1, threads=32, scale_loads=0):
         return Variant("tensor", {"k_split": k_split, "box_blocks": box_blocks, "early_half": early_half,
-                                  "cluster": cluster, "evict_first": evict_first, "ctas_per_sm": 1})
+                                  "cluster": cluster, "evict_first": evict_first, "threads": threads,
+                                  "scale_loads": scale_loads, "ctas_per_sm": 1})
     return [
         Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1}),   # the 0.98 reference
         Variant("bulk", {"chunk": 32 * KIB, "stages": 6, "ctas_per_sm": 1}),   # a whole share at entry
@@ -116,6 +119,11 @@ def plan_copy_variants() -> List[Variant]:
         tensor(box_blocks=1),              # ... 8-10 KB boxes
         tensor(box_blocks=16),             # ... one box per CTA
         tensor(k_split=4),                 # ... a K split of 4
+        # the fused kernel's other entry work (session 18): 512 threads that all wait, the block
+        # scales loaded at entry (80 words: 5 tiles x 16 blocks)
+        tensor(threads=512),
+        tensor(early_half=1, threads=512),
+        tensor(early_half=1, threads=512, scale_loads=80),
     ]
 
 
@@ -181,7 +189,7 @@ class Kernels:
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
-        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -203,7 +211,8 @@ class Kernels:
             n, k = nk
             g = tensor_geometry(v, n, k, sms)
             code = self.lib.stream_ceiling_tensor(buf_ptr, n, k, out_ptr, p["k_split"], g["groups"], g["box_blocks"],
-                                                  g["early"], p["evict_first"], p["cluster"], v.pdl, stream)
+                                                  g["early"], p["evict_first"], p["cluster"], p["threads"],
+                                                  p["scale_loads"], v.pdl, stream)
         elif v.kind == "ldg":
             code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
                                                stream)
