@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--margin", type=float, default=0.03,
                       help="a candidate replaces the heuristic's choice only if faster by more than this fraction "
                       "(default 0.03)")
+    tune.add_argument("--after", choices=["copy", "none"], default="copy",
+                      help="copy (default): time each call after a copy kernel that writes its input, as in a decode "
+                      "step; none: back to back, as bench does")
 
     sub.add_parser(
         "check",

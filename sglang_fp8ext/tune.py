@@ -3,7 +3,9 @@
 For each shape, scale format (fp32, e8m0) and M, every candidate that can run the call is first
 checked against the unfused path's output (which is itself checked against the float64 SPEC §3.4
 reference) with the SPEC tolerance, 4e-3 relative per row, and then timed with bench.py's
-method: CUDA-graph replay over rotated cold weight copies, median of the replays. The fastest
+method: CUDA-graph replay over rotated cold weight copies, median of the replays, each call after
+a copy kernel that writes its activations (``--after copy``, the default since session 18; see
+below). The fastest
 candidate that passed becomes the table entry; a candidate that failed the check or did not run
 is recorded under "rejected" and never wins. The table is written as
 ``<out>/<dispatch.table_filename(device name)>`` and read back through the loader that
@@ -22,6 +24,15 @@ variant with its own plan, with k_split 1 and with the whole shared memory ([0, 
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.
+
+Order (``--after``): ``copy`` (default) times each call behind a torch copy kernel that writes the
+call's activations, as in a decode step, where every projection follows the kernel that produced
+its input; every candidate gets the same copy, so the times are the pair's and compare fairly.
+``none`` repeats the call back to back (the order of ``bench``). Back to back, a launch may start
+beside its predecessor of the same kind (programmatic dependent launch), and on the H200 the
+2-warpgroup variants won there by 4-15 % on 4096x2048, 8192x1024 and 4096x1024 at M <= 8 but took
+1.08-1.25x the 4-warpgroup kernel's time after a copy kernel (docs/sm90.md, session 18): a table
+tuned back to back picked them for a decode step they slow down.
 """
 
 from __future__ import annotations
@@ -105,10 +116,14 @@ def pick_winner(times: dict, default: str, margin: float) -> str:
     return best
 
 
-def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin) -> dict:
+AFTER = ("copy", "none")
+
+
+def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin, after: str = "copy") -> dict:
     """One table entry: check, time and pick among the candidates for (N, K, scale, M)."""
     device = weights[0][0].device
     x = activations(m, k, generator, device)
+    x_source = x.clone()  # what the copy before each timed call (after == "copy") writes into x
     w0, s0, _ = weights[0]
     scale = "e8m0" if e8m0 else "fp32"
     entry = {"N": n, "K": k, "scale": scale, "M": m}
@@ -134,11 +149,13 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin) -> dict:
         if problem:
             rejected[cand.name] = "wrong result: " + problem
             continue
+        def call(w, s, c=cand):
+            if after == "copy":
+                x.copy_(x_source)
+            return linear.run_path(c.path, c.config, x, w, s, False, None)
+
         try:
-            times[cand.name] = time_in_graph(
-                [lambda w=w, s=s, c=cand: linear.run_path(c.path, c.config, x, w, s, False, None) for w, s, _ in weights],
-                replays,
-            )
+            times[cand.name] = time_in_graph([lambda w=w, s=s: call(w, s) for w, s, _ in weights], replays)
         except RuntimeError as e:
             rejected[cand.name] = "could not be timed in a CUDA graph: " + str(e).strip().splitlines()[0][:200]
     if not times:
@@ -169,9 +186,11 @@ def copies_for(n: int, k: int, requested: int, device: torch.device) -> int:
     return max(requested, min(256, math.ceil(2 * l2 / weight_bytes)))
 
 
-def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.device) -> dict:
+def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.device, after: str = "copy") -> dict:
     """The table (a dict, as written to JSON). ``main`` runs it on the GPU; the tests run its
     bookkeeping on the CPU with a stand-in for the graph timer."""
+    if after not in AFTER:
+        raise ValueError(f"after must be one of {AFTER}, not {after!r}")
     dev = linear.device_info(device)
     generator = torch.Generator(device=device).manual_seed(0)
     entries, failures = [], []
@@ -186,7 +205,7 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
                 done += 1
                 progress(f"[{done}/{total}] N={n} K={k} {scale} M={m} ({len(candidates(dev, n, k, e8m0))} candidates, "
                          f"{count} weight copies)")
-                entry = tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin)
+                entry = tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin, after)
                 if "error" in entry:
                     progress("  FAILED: " + entry["error"])
                     failures.append(entry)
@@ -207,6 +226,7 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
         "weight_copies_min": copies,
         "replays": replays,
         "margin": margin,
+        "after": after,  # each timed call after a copy kernel ("copy") or back to back ("none")
         "entries": entries,
         "failures": failures,
     }
@@ -214,7 +234,8 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
 
 def print_table(result: dict) -> None:
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}  "
-          f"(median of {result['replays']} graph replays over >= {result['weight_copies_min']} cold weight copies)")
+          f"(median of {result['replays']} graph replays over >= {result['weight_copies_min']} cold weight copies, "
+          f"{'each call after a copy kernel' if result.get('after') == 'copy' else 'calls back to back'})")
     header = f"{'N':>5} {'K':>5} {'scale':>5} {'M':>3} | {'chosen':<22} {'us':>7} | {'heuristic':<9} {'us':>7} {'gain':>6} | rejected"
     print(header)
     print("-" * len(header))
@@ -257,7 +278,7 @@ def main(args) -> int:
     device_name = torch.cuda.get_device_name()
     progress(f"tuning {len(shapes)} shapes x 2 scale formats x {len(ms)} M on {device_name}; the table goes to "
              f"{os.path.join(out_dir, dispatch.table_filename(device_name))}")
-    result = tune(shapes, sorted(set(ms)), args.copies, args.replays, args.margin, torch.device("cuda"))
+    result = tune(shapes, sorted(set(ms)), args.copies, args.replays, args.margin, torch.device("cuda"), args.after)
     print_table(result)
     kept = merge_existing(result, os.path.join(out_dir, dispatch.table_filename(device_name)), shapes)
     path = write_table(result, out_dir)
@@ -286,6 +307,7 @@ def merge_existing(result: dict, path: str, shapes) -> int:
     for e in kept:  # the top-level torch/git describe this run: kept entries say where they came from
         e.setdefault("torch", old.get("torch"))
         e.setdefault("git", old.get("git"))
+        e.setdefault("after", old.get("after", "none"))  # tables before session 18 were timed back to back
     result["entries"] = kept + result["entries"]
     return len(kept)
 

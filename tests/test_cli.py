@@ -218,7 +218,7 @@ def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
     monkeypatch.setenv("SGL_FP8_CONFIG_DIR", str(tmp_path))
     dispatch.clear_table_cache()
     result = tune.tune([(272, 512)], [1, 3], copies=2, replays=1, margin=0.03, device=torch.device("cpu"))
-    assert result["device"] == "cpu" and not result["failures"]
+    assert result["device"] == "cpu" and not result["failures"] and result["after"] == "copy"
     assert [(e["scale"], e["M"]) for e in result["entries"]] == [("fp32", 1), ("fp32", 3), ("e8m0", 1), ("e8m0", 3)]
     for e in result["entries"]:
         assert (e["path"], e["config"], e["us"]) == ("fused", [2, 0, 0, 0, 0], 5.0), e
@@ -231,6 +231,51 @@ def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
     monkeypatch.setattr(linear, "run_path", real_run_path)
     assert linear.choose(torch.device("cpu"), 2, 272, 512) == ("fused", (2, 0, 0, 0, 0), "table", "2<=M<=3")
     assert linear.choose(torch.device("cpu"), 4, 272, 512).source == "heuristic"
+
+
+def test_tune_times_each_call_after_a_copy_of_its_input(monkeypatch):
+    """tune's default order: every timed call is preceded by a copy that writes the call's
+    activations (x.copy_ of the saved input, so the values stay the same); --after none times the
+    calls alone; any other order is refused. Records what runs inside the (stand-in) timer."""
+    from sglang_fp8ext import linear
+
+    timed, inside = [], [False]
+    real_copy, real_run_path = torch.Tensor.copy_, linear.run_path
+
+    def stand_in_timer(calls, replays):
+        inside[0] = True
+        timed.append([])
+        for call in calls:
+            call()
+        inside[0] = False
+        return 1.0
+
+    def recording_copy(self, src, *args, **kwargs):
+        if inside[0]:
+            timed[-1].append("copy")
+        return real_copy(self, src, *args, **kwargs)
+
+    def run_path(path, config, x2, *rest):
+        if inside[0]:
+            timed[-1].append("gemm")
+        return real_run_path(path, config, x2, *rest)
+
+    monkeypatch.setattr(tune, "time_in_graph", stand_in_timer)
+    monkeypatch.setattr(linear, "run_path", run_path)
+    monkeypatch.setattr(torch.Tensor, "copy_", recording_copy)
+    for after in ("copy", "none"):
+        timed.clear()
+        result = tune.tune([(272, 512)], [1], copies=2, replays=1, margin=0.03, device=torch.device("cpu"),
+                           after=after)
+        assert result["after"] == after and len(result["entries"]) == 2 and len(timed) >= 4
+        for calls in timed:  # one timer call per candidate, over the 2 weight copies
+            if after == "copy":
+                assert calls[:2] == ["copy", "gemm"] and calls.count("gemm") == 2, calls
+                assert all(calls[i - 1] == "copy" for i, c in enumerate(calls) if c == "gemm"), calls
+            else:
+                assert calls[0] == "gemm" and calls.count("gemm") == 2, calls
+    with pytest.raises(ValueError, match="after must be one of"):
+        tune.tune([(272, 512)], [1], copies=2, replays=1, margin=0.03, device=torch.device("cpu"), after="flush")
 
 
 def test_tune_merges_the_previous_table_for_other_shapes(tmp_path):

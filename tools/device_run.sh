@@ -84,9 +84,9 @@ for step in "$@"; do
       ;;
     tune)
       say "tune (SPEC §6 shapes) into sglang_fp8ext/configs"
-      timeout 160 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
+      timeout 260 $PY -m sglang_fp8ext tune --shapes 5120x4096,4608x4096,4096x2048 --out sglang_fp8ext/configs \
         >"$OUT/tune_qwen.txt" 2>"$OUT/tune_qwen.err"; echo "rc=$?"
-      timeout 110 $PY -m sglang_fp8ext tune --shapes 8192x1024,4096x1024,1536x4096,2112x7168 --out sglang_fp8ext/configs \
+      timeout 200 $PY -m sglang_fp8ext tune --shapes 8192x1024,4096x1024,1536x4096,2112x7168 --out sglang_fp8ext/configs \
         >"$OUT/tune_dsv.txt" 2>"$OUT/tune_dsv.err"; echo "rc=$?"
       cp sglang_fp8ext/configs/*.json "$OUT/" 2>/dev/null; tail -5 "$OUT/tune_dsv.txt"
       ;;
