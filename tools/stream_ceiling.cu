@@ -31,10 +31,12 @@
 // Assumptions (checked on the host side): bytes % 16 == 0 and buf 16-byte aligned (the .py
 // passes 256-byte aligned slices of one torch allocation).
 
-#include <cuda.h>  // CUtensorMap
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+// The fused kernel's own tensor map and tensor copy (its weight copies, exactly).
+#include "../kernels/cuda/sm90_ptx.cuh"         // tensor_copy_3d_to_shared (evict_first)
+#include "../kernels/cuda/sm90_weight_map.h"    // encode_ring_weight_map
 
 namespace {
 
@@ -258,16 +260,11 @@ __global__ void __launch_bounds__(kBulkThreads) stream_bulk_kernel(const uint8_t
 
 // ---- tensor (TMA tiled) variant -------------------------------------------------------------
 
+// The fused kernel's copy (evict_first), or the same without the L2 policy.
 __device__ __forceinline__ void tensor_copy_3d(uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
                                                uint32_t bar, bool evict_first) {
   if (evict_first) {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    asm volatile(
-        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
-        "{%2, %3, %4}], [%5], %6;" ::"r"(dst),
-        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "l"(policy)
-        : "memory");
+    sgl_fp8::sm90::tensor_copy_3d_to_shared(dst, map, c0, c1, c2, bar);
   } else {
     asm volatile(
         "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
@@ -304,7 +301,7 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
                                                                       uint32_t* __restrict__ out) {
   extern __shared__ __align__(1024) uint8_t slots[];
   __shared__ __align__(8) uint64_t bars[kMaxStages];
-  __shared__ uint32_t scale_sink[512];  // written through a volatile pointer: keeps the scale loads
+  __shared__ uint32_t scale_sink[512];  // where the scale words go (keeps their loads)
   pdl_launch_dependents();
   const int cta = blockIdx.y * gridDim.x + blockIdx.x;
   const bool loads_scale = int(threadIdx.x) < share.scale_loads;
@@ -347,33 +344,9 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
       for (int piece = 0; piece < 8; ++piece)
         acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(c) * slot_bytes + 16 * piece);
   }
-  if (loads_scale) reinterpret_cast<volatile uint32_t*>(scale_sink)[threadIdx.x] = scale_word;
+  if (loads_scale)  // a store the compiler must keep: the loads stay
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(scale_word) : "memory");
   if (threadIdx.x == 0) out[cta] = acc;
-}
-
-// The fused kernel's map (sm90_kernels.cu, encode_ring_weight_map): dims {128, N, K / 128}
-// innermost first, strides {K, 128} bytes, box {128, rows, blocks}, 128-byte swizzle.
-bool encode_weight_map(CUtensorMap* map, const void* w, long long n, long long k, int box_rows, int box_blocks) {
-  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
-  static const Encode encode = []() -> Encode {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<Encode>(fn);
-  }();
-  if (!encode || box_rows < 1 || box_rows > 256 || box_blocks < 1 || box_blocks > 256) return false;
-  const cuuint64_t dims[3] = {128, cuuint64_t(n), cuuint64_t(k / 128)};
-  const cuuint64_t strides[2] = {cuuint64_t(k), 128};
-  const cuuint32_t box[3] = {128, cuuint32_t(box_rows), cuuint32_t(box_blocks)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(w), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 constexpr int kMaxTensorSmem = kMaxRingBytes;  // >= the 160 KB share; 227 KB less the barriers was refused on the H200
@@ -484,8 +457,9 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks;
   if (chunks > kMaxStages || smem > kMaxTensorSmem) return int(cudaErrorInvalidValue);
   CUtensorMap map, map_short;
-  if (!encode_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
-  if (!encode_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
+  using sgl_fp8::sm90::encode_ring_weight_map;
+  if (!encode_ring_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
+  if (!encode_ring_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
     return int(cudaErrorInvalidValue);
   static bool opted_in = false;
   if (!opted_in) {

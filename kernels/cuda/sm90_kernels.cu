@@ -3,7 +3,6 @@
 // Torch-free: CI compiles this file alone with nvcc for sm_90a and checks its SASS for FP8
 // tensor-core instructions; setup.py links it into sglang_fp8ext._C on CUDA builds.
 #include <cuda.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled: the driver function is looked up at run time
 #include <cuda_runtime.h>
 
 #include <mutex>
@@ -14,6 +13,7 @@
 #include "sm90_gemm_plan.h"
 #include "sm90_quant.cuh"
 #include "sm90_ring_gemm.cuh"
+#include "sm90_weight_map.h"
 #include "sm90_wgmma_ring_gemm.cuh"
 
 namespace sgl_fp8 {
@@ -145,34 +145,6 @@ class LaunchCache {
   std::unordered_map<Key, int, KeyHash> clusters_;
 };
 
-// The ring kernels' view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a box
-// of `box_rows` rows (one 16-row tile: the mma.sync ring kernel; the CTA's tiles: the wgmma ring
-// kernel) over `box_blocks` blocks, 128-byte swizzle. The dimensions are given innermost first
-// with the blocks outermost although their stride (128) is the smallest: the box then lands
-// block-major, a block's rows 128 bytes apart. False where the driver declines (e.g. a weight
-// address not 16-byte aligned); the caller then takes another kernel.
-bool encode_ring_weight_map(CUtensorMap* map, const void* w, int64_t N, int64_t K, int box_rows, int box_blocks) {
-  using Encode = PFN_cuTensorMapEncodeTiled_v12000;
-  static const Encode encode = []() -> Encode {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<Encode>(fn);
-  }();
-  if (!encode || box_blocks < 1 || box_blocks > 256 || box_rows < 1 || box_rows > 256) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(sm90::kBlockK), cuuint64_t(N), cuuint64_t(K / sm90::kBlockK)};
-  const cuuint64_t strides[2] = {cuuint64_t(K), cuuint64_t(sm90::kBlockK)};  // bytes, of dims 1 and 2
-  const cuuint32_t box[3] = {cuuint32_t(sm90::kBlockK), cuuint32_t(box_rows), cuuint32_t(box_blocks)};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(w), dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
 
 }  // namespace
 
@@ -243,8 +215,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                         });
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
       if (plan.cost >= 0 &&
-          !(encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
-            encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
+          !(sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
+            sm90::encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
         plan = GemmPlan{};
     }
   }
@@ -258,7 +230,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                 });
   }
   if (plan.cost >= 0 && !plan.wgmma && !p.w_shuffled &&
-      !encode_ring_weight_map(&weight_map, p.w, p.N, p.K, sm90::kTileRows, plan.max_blocks_per_cta))
+      !sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, sm90::kTileRows, plan.max_blocks_per_cta))
     plan = GemmPlan{};  // no tensor map for this weight: the register kernel
   if (plan.cost < 0) {
     kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
