@@ -2,7 +2,7 @@
 # One call on the lent GPU machine: build the CUDA backend in place from the working tree, then
 # run the named steps in order, with full logs under $OUT and a short summary on stdout.
 #   bash tools/device_run.sh wgprobe diag errors tests suite smoke memcheck racecheck probe tune check bench e2e diagnose
-#                            timeline ceiling config_ab
+#                            timeline ceiling plan_copies config_ab
 # SGL_FP8_GIT names the commit being measured (the device copy has no .git).
 set -u
 OUT=${OUT:-/tmp/sgl_fp8_out}
