@@ -349,9 +349,17 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   if (threadIdx.x == 0) out[cta] = acc;
 }
 
-constexpr int kMaxTensorSmem = kMaxRingBytes;  // >= the 160 KB share; 227 KB less the barriers was refused on the H200
-
 // ---- launch helpers --------------------------------------------------------------------------
+
+// Opting in to more than 48 KiB of dynamic shared memory is a per-function attribute; it is a
+// host-side setting (no stream work), so it is also fine while a graph is being captured. Raised
+// once per kernel to the largest ring this tool allows (the tensor variant's 160 KB shares too;
+// 227 KB less the static barriers was refused on the H200).
+template <auto KERNEL>
+cudaError_t allow_ring_smem() {
+  static const cudaError_t e = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
+  return e;
+}
 
 cudaLaunchConfig_t make_config(int grid, int block, size_t smem, int pdl, void* stream,
                                cudaLaunchAttribute* attr) {
@@ -412,16 +420,7 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
       (long long)chunk * stages > kMaxRingBytes)
     return int(cudaErrorInvalidValue);
   const int ring = chunk * stages;
-  // Opting in to more than 48 KiB of dynamic shared memory is a per-function attribute; it is a
-  // host-side setting (no stream work), so it is also fine while a graph is being captured.
-  // Raise it once to the largest ring this tool allows.
-  static bool opted_in = false;
-  if (!opted_in) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(stream_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
-    if (e != cudaSuccess) return int(e);
-    opted_in = true;
-  }
+  if (const cudaError_t e = allow_ring_smem<stream_bulk_kernel>(); e != cudaSuccess) return int(e);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = make_config(sms * ctas_per_sm, kBulkThreads, size_t(ring), pdl, stream, &attr);
   return int(cudaLaunchKernelEx(&config, stream_bulk_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
@@ -455,19 +454,13 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   const int max_blocks = (share.kblocks + k_split - 1) / k_split;
   const int chunks = (max_blocks + box_blocks - 1) / box_blocks;
   const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks;
-  if (chunks > kMaxStages || smem > kMaxTensorSmem) return int(cudaErrorInvalidValue);
+  if (chunks > kMaxStages || smem > kMaxRingBytes) return int(cudaErrorInvalidValue);
   CUtensorMap map, map_short;
   using sgl_fp8::sm90::encode_ring_weight_map;
   if (!encode_ring_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
   if (!encode_ring_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
     return int(cudaErrorInvalidValue);
-  static bool opted_in = false;
-  if (!opted_in) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(stream_tensor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxTensorSmem);
-    if (e != cudaSuccess) return int(e);
-    opted_in = true;
-  }
+  if (const cudaError_t e = allow_ring_smem<stream_tensor_kernel>(); e != cudaSuccess) return int(e);
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t config = make_config(1, threads, size_t(smem), pdl, stream, &attrs[0]);
   config.gridDim = dim3(unsigned(k_split), unsigned(groups), 1);
@@ -497,9 +490,7 @@ int stream_ceiling_occupancy(int variant, int param, int* blocks_per_sm) {
   }
   if (variant == 1) {
     if (param <= 0 || param > kMaxRingBytes) return int(cudaErrorInvalidValue);
-    const cudaError_t e =
-        cudaFuncSetAttribute(stream_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
-    if (e != cudaSuccess) return int(e);
+    if (const cudaError_t e = allow_ring_smem<stream_bulk_kernel>(); e != cudaSuccess) return int(e);
     return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_bulk_kernel, kBulkThreads,
                                                              size_t(param)));
   }
