@@ -176,3 +176,24 @@ def test_stream_ceiling_tensor_fold_matches_an_emulated_copy():
                 emulated[group * s + rank] = acc
         assert (sc.expected_tensor_fold(v, words, n, k, sms) == emulated).all(), (n, k, params)
         assert g["grid"] == s * g["groups"] and g["early"] == g["chunks"]
+
+
+def test_clock_under_load_summarizes_the_busy_samples():
+    """tools/clock_under_load.py: nvidia-smi's lines parsed (other lines dropped), the first and last
+    fifth of the samples dropped as idle, medians and the set of event reasons of the rest."""
+    clock = load_tool("clock_under_load")
+    lines = ["1980, 3201, 80.0, 0x0000000000000000, 40"] * 2  # idle, before the work
+    lines += ["1980, 3201, 400.0, 0x0000000000000000, 45", "1755, 3201, 420.0, 0x0000000000000004, 46",
+              "1980, 3201, 410.0, 0x0000000000000000, 46", "1965, 3201, 430.0, 0x0000000000000000, 47",
+              "1980, 3201, 405.0, 0x0000000000000000, 47", "1980, 3201, 415.0, 0x0000000000000000, 48"]
+    lines += ["1980, 3201, 90.0, 0x0000000000000000, 44"] * 2  # idle, after
+    text = "\n".join(lines[:5] + ["[Unknown Error]"] + lines[5:])
+    rows = clock.parse_samples(text)
+    assert len(rows) == 10 and rows[3] == ["1755", "3201", "420.0", "0x0000000000000004", "46"]
+    s = clock.summarize(rows)
+    # busy samples: rows 2..7 (10 // 5 = 2 dropped at each end)
+    assert s["samples"] == 6
+    assert s["sm_MHz_median"] == 1980.0 and s["sm_MHz_min"] == 1755.0
+    assert s["power_W_median"] == 412.5  # median of 400, 420, 410, 430, 405, 415
+    assert s["event_reasons"] == ["0x0000000000000000", "0x0000000000000004"]
+    assert s["temperature_C"] == "48" and s["mem_MHz"] == "3201"

@@ -26,20 +26,40 @@ from sglang_fp8ext import linear, tune  # noqa: E402
 from sglang_fp8ext.bench import make_weight  # noqa: E402
 
 QUERY = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active,temperature.gpu"
-if subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv"], capture_output=True).returncode != 0:
-    QUERY = QUERY.replace("clocks_event_reasons", "clocks_throttle_reasons")  # older drivers' name
 
 
-def sample(seconds: float, run) -> tuple[list[list[str]], float]:
+def smi_query() -> str:
+    """The query fields this driver's nvidia-smi knows (older drivers name the reasons "throttle")."""
+    if subprocess.run(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv"], capture_output=True).returncode != 0:
+        return QUERY.replace("clocks_event_reasons", "clocks_throttle_reasons")
+    return QUERY
+
+
+def parse_samples(text: str) -> list[list[str]]:
+    """nvidia-smi's csv (noheader, nounits) lines of the five QUERY fields; other lines dropped."""
+    return [[v.strip() for v in line.split(",")] for line in text.strip().splitlines() if line.count(",") == 4]
+
+
+def summarize(rows: list[list[str]]) -> dict:
+    """The samples taken while the replays ran: the first and last fifth are dropped (nvidia-smi
+    starts before and stops after the work, when the GPU idles)."""
+    busy = rows[len(rows) // 5: len(rows) - len(rows) // 5] or rows
+    clocks = [float(r[0]) for r in busy]
+    power = [float(r[2]) for r in busy]
+    return {"sm_MHz_median": statistics.median(clocks), "sm_MHz_min": min(clocks),
+            "power_W_median": statistics.median(power), "event_reasons": sorted({r[3] for r in busy}),
+            "mem_MHz": busy[0][1], "temperature_C": busy[-1][4], "samples": len(busy)}
+
+
+def sample(query: str, run) -> tuple[list[list[str]], float]:
     """Start nvidia-smi sampling every 20 ms, call run() (which enqueues work and syncs), stop."""
-    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits", "-lms", "20"],
+    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-lms", "20"],
                            stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
     us = run()
     smi.terminate()
     out, _ = smi.communicate()
-    rows = [[v.strip() for v in line.split(",")] for line in out.strip().splitlines() if line.count(",") == 4]
-    return rows, us
+    return parse_samples(out), us
 
 
 def main() -> int:
@@ -52,6 +72,7 @@ def main() -> int:
     ap.add_argument("--out")
     args = ap.parse_args()
     device = torch.device("cuda")
+    query = smi_query()
     n, k = (int(v) for v in args.shape.lower().split("x"))
     gen = torch.Generator(device=device).manual_seed(0)
     count = tune.copies_for(n, k, args.copies, device)
@@ -93,16 +114,9 @@ def main() -> int:
             end.synchronize()
             return start.elapsed_time(end) * 1e3 / (replays * len(calls))
 
-        rows, us = sample(args.seconds, run)
+        rows, us = sample(query, run)
         del graph
-        # the samples taken while the replays ran: skip the idle ones before and after (power low)
-        busy = rows[len(rows) // 5: len(rows) - len(rows) // 5] or rows
-        clocks = [float(r[0]) for r in busy]
-        power = [float(r[2]) for r in busy]
-        reasons = sorted({r[3] for r in busy})
-        res = {"config": item, "us_per_call": round(us, 3), "sm_MHz_median": statistics.median(clocks),
-               "sm_MHz_min": min(clocks), "power_W_median": statistics.median(power), "event_reasons": reasons,
-               "mem_MHz": busy[0][1], "temperature_C": busy[-1][4], "samples": len(busy)}
+        res = {"config": item, "us_per_call": round(us, 3), **summarize(rows)}
         results.append(res)
         print(json.dumps(res), flush=True)
     if args.out:
