@@ -282,23 +282,25 @@ def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
     permutation (row n holds +-1 at K position perm[n], zeros elsewhere) with unit block scales,
     so output (m, n) is exactly +-RNE(fl32(q[m, k] * xs[m, k / 128])) for k = perm[n]: each
     quantized activation byte and scale is read back through the GEMM, whatever the kernel's
-    summation order (the other products are zeros; a zero output may carry either sign)."""
+    summation order (the other products are zeros; a zero output may carry either sign).
+    5120 x 4096 (rows beyond K repeat the permutation) has CTAs of 5 tiles up to 16 tokens, whose
+    second 64-row window overlaps the first in the wgmma ring kernel."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     configured = torch.ops.sgl_fp8._smallm_gemm_configured
     e8 = fmt == "e8m0"
-    for n in (2048, 4096):
+    for n, k in ((2048, 2048), (4096, 4096), (5120, 4096)):
         rng = np.random.default_rng(n)
-        perm = rng.permutation(n)
+        perm = np.resize(rng.permutation(k), n)  # row n's +-1 sits at K position perm[n]
         sign = rng.choice([-1.0, 1.0], n).astype(np.float32)
-        w = torch.zeros(n, n)
+        w = torch.zeros(n, k)
         w[torch.arange(n), torch.from_numpy(perm)] = torch.from_numpy(sign)
         w = w.to(FP8)
-        ws = torch.ones(n // 128, n // 128)
+        ws = torch.ones(n // 128, k // 128)
         ws = fx.scale_to_e8m0(ws) if e8 else ws
         wd, wsd = w.to(gpu), ws.to(gpu)
         for M in (1, 3, 8, 9, 16, 23, 32):
-            x = adversarial_groups(M, n, dt, seed=M * 7 + n)
+            x = adversarial_groups(M, k, dt, seed=M * 7 + n)
             q, xs = sm.quant_act_bits(act_bits(x), dt, e8)
             deq = sm.dequant(q, xs, e8).astype(np.float32)  # exact in float64, one rounding to fp32
             expected = sm.f32_to_act_bits(deq[:, perm] * sign, dt)
@@ -312,7 +314,7 @@ def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
                 # a +-0 product may come out as either zero (the other products are zeros of either sign)
                 bad = (got != expected) & (((got | expected) & 0x7FFF) != 0)
                 assert not bad.any(), (
-                    f"N=K={n} M={M} {dt} {fmt} config {config}: {int(bad.sum())} outputs differ from the model's "
+                    f"N={n} K={k} M={M} {dt} {fmt} config {config}: {int(bad.sum())} outputs differ from the model's "
                     f"quantization; first at {np.argwhere(bad)[0].tolist()}"
                 )
 
