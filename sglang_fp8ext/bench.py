@@ -124,8 +124,8 @@ def measure_copy_bandwidth(device, gigabytes: float = 2.0, repeats: int = 20) ->
     return 2 * n / statistics.median(times) / 1e12
 
 
-def time_in_graph(calls: List[Callable[[], object]], replays: int) -> float:
-    """Median microseconds per call over `replays` replays of a graph holding all `calls`."""
+def capture_in_graph(calls: List[Callable[[], object]]) -> "torch.cuda.CUDAGraph":
+    """A CUDA graph holding all `calls` in order, warmed up on a side stream and replayed once."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -139,6 +139,12 @@ def time_in_graph(calls: List[Callable[[], object]], replays: int) -> float:
             call()
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def time_in_graph(calls: List[Callable[[], object]], replays: int) -> float:
+    """Median microseconds per call over `replays` replays of a graph holding all `calls`."""
+    graph = capture_in_graph(calls)
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -23,7 +23,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from sglang_fp8ext import linear, tune  # noqa: E402
-from sglang_fp8ext.bench import make_weight  # noqa: E402
+from sglang_fp8ext.bench import capture_in_graph, make_weight  # noqa: E402
 
 QUERY = "clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active,temperature.gpu"
 
@@ -88,15 +88,7 @@ def main() -> int:
         else:
             config = None if item == "default" else json.loads(item)
             calls = [lambda w=w, s=s, c=config: linear.run_path("fused", c, x, w, s, False, None) for w, s, _ in weights]
-        for call in calls:
-            call()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for call in calls:
-                call()
-        graph.replay()
-        torch.cuda.synchronize()
+        graph = capture_in_graph(calls)
         # replays per second, roughly: time a few first
         t0 = time.perf_counter()
         for _ in range(20):
