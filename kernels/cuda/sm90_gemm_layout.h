@@ -209,7 +209,7 @@ SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
 // the CTA's 11 tiles fit only so, 24 KB of inbox over 32 KB of activations), in a region of their
 // own below (the CTA then arrives on the cluster barrier at entry, not after its MMAs, which
 // measured 0.25-0.35 us faster at M = 1 on the H200).
-SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return token_tiles > 2; }
+SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return false && token_tiles > 2; }
 
 // The direct exchange (the co-resident variant, K split): each warpgroup stores its partial sums
 // straight into its own slot of the inbox of the CTA that finishes the tile (st.async, counted in

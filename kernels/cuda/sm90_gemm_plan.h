@@ -266,7 +266,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // exchange took 2.0-2.3 us at k_split 4 (tools/gemm_timeline.py at 4443eab) against ~1 us at
     // M = 1, and 4096 x 2048 M = 32 ran 10.1 us at k_split 2 against 12.3 at 4 (tune at
     // 4443eab). The cluster's cost counts twice there.
-    const double cluster_cost = kClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
+    const double cluster_cost = kClusterCost[S] * (token_tiles > 2 ? 2 : 1);
     const double cost = double(tiles) * double(blocks) * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {
