@@ -322,7 +322,8 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
   return x.xs_offset == y.xs_offset && x.red_offset == y.red_offset && x.inbox_offset == y.inbox_offset &&
          x.ring_offset == y.ring_offset && x.barrier_offset == y.barrier_offset &&
          x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
-         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier;
+         x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier &&
+         x.inbox_over_activations == y.inbox_over_activations;
 }
 
 static void check_wgmma_ring() {
@@ -401,8 +402,14 @@ static void check_wgmma_ring() {
         CHECK(plan.token_tiles == (M <= 8 ? 1 : M <= 16 ? 2 : 4), "wgmma token tiles %d at M=%lld", plan.token_tiles, M);
         CHECK(plan.max_tiles_per_cta <= kWindowTiles * wgmma_max_windows(plan.token_tiles), "wgmma tiles %d at M=%lld",
               plan.max_tiles_per_cta, M);
+        // From 32 tokens with a K split the plan gives the CTA an inbox of its own where it fits
+        // (every cluster count fits here: max_clusters is unbounded).
+        const bool own_inbox = plan.token_tiles == 4 && plan.k_split > 1 &&
+                               WgmmaRingSmemLayout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta,
+                                                   plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true)
+                                       .total <= 227 * 1024;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
-                                         plan.chunk_blocks);
+                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
@@ -419,15 +426,15 @@ static void check_wgmma_ring() {
                   layout.barrier_offset - layout.ring_offset >= red_bytes && layout.xs_offset >= act_bytes &&
                   layout.ring_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4,
               "wgmma regions overlap");
-        const bool over = wgmma_inbox_over_activations(plan.token_tiles);
-        CHECK(over == (plan.token_tiles == 4), "inbox placement");
+        const bool over = layout.inbox_over_activations;
+        CHECK(over == (plan.token_tiles == 4 && !own_inbox), "inbox placement");
         if (over)
           CHECK(layout.inbox_offset == 0 && layout.xs_offset >= inbox_bytes, "wgmma inbox over the activations");
         else
           CHECK(layout.inbox_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4 &&
                     layout.inbox_offset + inbox_bytes <= layout.ring_offset,
                 "wgmma inbox apart");
-        // The async exchange (K split, up to 16 tokens): an inbox mbarrier after the ring's; the
+        // The async exchange (K split, an inbox of its own): an inbox mbarrier after the ring's; the
         // inbox 16-byte aligned (st.async of four floats at 16-byte steps).
         const bool async_exchange = !over && plan.k_split > 1;
         CHECK(layout.inbox_barrier == async_exchange && !layout.direct &&
@@ -559,6 +566,30 @@ static void check_wgmma_ring() {
     }
 }
 
+// 32 tokens: the plan keeps the inbox over the activations where an inbox of its own would leave
+// fewer clusters resident than the partition needs (5120x4096 M = 32 on an H200: 33 clusters of 4),
+// and where the cluster barrier's exchange is asked for; else it takes its own.
+static void check_own_inbox() {
+  auto fewer_above_200k = [](int, long long smem) { return smem > 200 * 1024 ? 30 : 33; };
+  const GemmPlan big = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, GemmConfig{}, fewer_above_200k);
+  CHECK(big.wgmma && big.row_groups == 33 && big.k_split == 4 && big.wgmma_layout.inbox_over_activations &&
+            !big.wgmma_layout.inbox_barrier && big.smem_bytes <= 200 * 1024,
+        "5120x4096 M=32 keeps its partition and the inbox over the activations");
+  const GemmPlan own = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, GemmConfig{}, max_clusters);
+  CHECK(own.wgmma && own.row_groups == big.row_groups && own.k_split == big.k_split &&
+            own.max_tiles_per_cta == big.max_tiles_per_cta && !own.wgmma_layout.inbox_over_activations &&
+            own.wgmma_layout.inbox_barrier && own.smem_bytes > big.smem_bytes,
+        "5120x4096 M=32 with room: the same partition, an inbox of its own and the async exchange");
+  const GemmPlan small = plan_wgmma_ring_gemm(4096, 2048, 32, false, 132, 227 * 1024, GemmConfig{}, fewer_above_200k);
+  CHECK(small.wgmma && small.k_split > 1 && !small.wgmma_layout.inbox_over_activations && small.wgmma_layout.inbox_barrier,
+        "4096x2048 M=32: an inbox of its own");
+  GemmConfig barrier;
+  barrier.flags = kBarrierExchangeFlag;
+  const GemmPlan forced = plan_wgmma_ring_gemm(4096, 2048, 32, false, 132, 227 * 1024, barrier, max_clusters);
+  CHECK(forced.wgmma && forced.wgmma_layout.inbox_over_activations && !forced.wgmma_layout.inbox_barrier,
+        "the barrier exchange at 32 tokens keeps the inbox over the activations");
+}
+
 // The MMA loop and the epilogue divide by runtime values through the reciprocal in fp32
 // (small_quotient): exact for every a < 2^16 and b < 2^11, and every a < 2^22 for b <= 8, with
 // the reciprocal rounded as the kernels compute it (an IEEE fp32 division). A wrong result is
@@ -609,6 +640,7 @@ int main() {
   check_staging();
   check_ring();
   check_wgmma_ring();
+  check_own_inbox();
   check_small_quotient();
   check_exchange_split();
   std::printf("checks=%ld failures=%ld\n", checks, failures);

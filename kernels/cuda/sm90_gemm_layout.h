@@ -209,7 +209,9 @@ SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
 // the CTA's 11 tiles fit only so, 24 KB of inbox over 32 KB of activations), in a region of their
 // own below (the CTA then arrives on the cluster barrier at entry, not after its MMAs, which
 // measured 0.25-0.35 us faster at M = 1 on the H200).
-SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return false && token_tiles > 2; }
+// From 32 tokens the inbox lies over the activations unless the plan finds room for one of its own
+// (WgmmaRingSmemLayout's own_inbox, session 20): then the async exchange serves 32 tokens too.
+SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return token_tiles > 2; }
 
 // The direct exchange (the co-resident variant, K split): each warpgroup stores its partial sums
 // straight into its own slot of the inbox of the CTA that finishes the tile (st.async, counted in
@@ -221,17 +223,18 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 // warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) it took 0.99-1.02x at
 // M = 4-8 and 1.03-1.06x at M = 16: the 4-warpgroup kernel sums its warpgroups first
 // (wgmma_async_exchange).
-SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, int token_tiles, int k_split) {
-  return warpgroups == kCoResidentWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
+SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
+  return warpgroups == kCoResidentWarpGroups && !inbox_over_activations && k_split > 1;
 }
 // The 4-warpgroup kernel's async exchange (K split, up to 16 tokens): the CTA still parks and sums
 // its warpgroups' partials, then stores each tile's sum by st.async into the finishing CTA's
 // inbox, counted in bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster
 // barrier (whose release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements).
 // H200, binary against binary (docs/sm90.md, session 15): bench 0.955x the time at M = 8-16
-// (0.89x at best), level at M <= 4 and M = 32; the decode step level.
-SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, int token_tiles, int k_split) {
-  return warpgroups == kWgmmaWarpGroups && !wgmma_inbox_over_activations(token_tiles) && k_split > 1;
+// (0.89x at best), level at M <= 4 and M = 32; the decode step level. At 32 tokens, with an inbox
+// of its own (session 20, binary against binary): 0.96-0.97x the time on 4096x2048 and 4608x4096.
+SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
+  return warpgroups == kWgmmaWarpGroups && !inbox_over_activations && k_split > 1;
 }
 constexpr int kMaxClusterSize = 8;  // portable cluster size limit: the most CTAs a K split has
 
@@ -277,16 +280,19 @@ struct WgmmaRingSmemLayout {
   int chunks = 0, slots = 0;  // the CTA's chunks, and the ring's slots (= chunks unless refilled)
   bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   bool inbox_barrier = false;  // an mbarrier counts the inbox's bytes (the direct or the async exchange)
+  bool inbox_over_activations = false;  // 32 tokens without own_inbox
   WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
-                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false) {
+                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false,
+                                 bool own_inbox = false) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
-    const bool shared = wgmma_inbox_over_activations(token_tiles);
-    direct = wgmma_direct_exchange(warpgroups, token_tiles, k_split) && !barrier_exchange;
-    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, token_tiles, k_split)) && !barrier_exchange;
+    const bool shared = wgmma_inbox_over_activations(token_tiles) && !own_inbox;
+    inbox_over_activations = shared;
+    direct = wgmma_direct_exchange(warpgroups, shared, k_split) && !barrier_exchange;
+    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, shared, k_split)) && !barrier_exchange;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;

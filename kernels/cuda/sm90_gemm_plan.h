@@ -266,7 +266,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // exchange took 2.0-2.3 us at k_split 4 (tools/gemm_timeline.py at 4443eab) against ~1 us at
     // M = 1, and 4096 x 2048 M = 32 ran 10.1 us at k_split 2 against 12.3 at 4 (tune at
     // 4443eab). The cluster's cost counts twice there.
-    const double cluster_cost = kClusterCost[S] * (token_tiles > 2 ? 2 : 1);
+    const double cluster_cost = kClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
     const double cost = double(tiles) * double(blocks) * 2048 +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {
@@ -284,6 +284,18 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       best.wgmma_layout = layout_for(tiles, best.ring_slots);
       best.smem_bytes = best.wgmma_layout.total;
       best.cost = cost;
+    }
+  }
+  // 32 tokens: an inbox of its own where the chosen partition still fits with it, in shared memory
+  // and in one resident wave (its async exchange, wgmma_async_exchange, needs no cluster barrier
+  // after the MMAs). 5120x4096 M = 32 does not keep its 33 clusters resident with it (H200).
+  if (best.cost >= 0 && wgmma_inbox_over_activations(token_tiles) && best.k_split > 1 &&
+      !(config.flags & kBarrierExchangeFlag)) {
+    const WgmmaRingSmemLayout own(int(best.max_blocks_per_cta), token_tiles, int(best.max_tiles_per_cta), best.k_split,
+                                  best.chunk_blocks, warpgroups, best.ring_slots, false, /*own_inbox=*/true);
+    if (own.total <= smem_cap && max_clusters(best.k_split, own.total) >= best.row_groups) {
+      best.wgmma_layout = own;
+      best.smem_bytes = own.total;
     }
   }
   best.ring = best.wgmma = best.cost >= 0;

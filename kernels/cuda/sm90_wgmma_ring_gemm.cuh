@@ -22,9 +22,10 @@
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k, the partials parked over the ring once it is read (and from 32
-//    tokens the cluster's inbox over the activations: WgmmaRingSmemLayout). Up to 16 tokens a
-//    K split's sums go by st.async into the finishing CTA's inbox, which waits for their bytes
-//    on its mbarrier instead of a cluster barrier (wgmma_async_exchange); the co-resident
+//    tokens, where the plan finds no room for an inbox of its own, the cluster's inbox over the
+//    activations: WgmmaRingSmemLayout). With an inbox of its own a K split's sums go by st.async
+//    into the finishing CTA's inbox, which waits for their bytes on its mbarrier instead of a
+//    cluster barrier (wgmma_async_exchange; at 32 tokens since session 20); the co-resident
 //    variant's warpgroups send their partials so without summing them first
 //    (wgmma_direct_exchange).
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
@@ -138,7 +139,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   constexpr int kThreads = WGS * 128, kWarps = WGS * 4;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES);
-  constexpr bool kInboxOverActivations = wgmma_inbox_over_activations(TOKEN_TILES);
+  // From 32 tokens the inbox may lie over the activations (the plan's layout says).
+  const bool inbox_over_activations = wgmma_inbox_over_activations(TOKEN_TILES) && a.wgmma_layout.inbox_over_activations;
   extern __shared__ __align__(kRingStageAlign) uint8_t wgmma_kernel_smem[];
   uint8_t* smem = wgmma_kernel_smem;
 
@@ -160,7 +162,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
   // The async exchange (wgmma_async_exchange): the 4-warpgroup instances up to 16 tokens.
-  constexpr bool kAsyncExchange = WGS == kWgmmaWarpGroups && !wgmma_inbox_over_activations(TOKEN_TILES);
+  constexpr bool kAsyncExchange = WGS == kWgmmaWarpGroups;
   const bool async_exchange = kAsyncExchange && layout.inbox_barrier;
   const bool inbox_barrier = direct || async_exchange;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (!kInboxOverActivations && a.k_split > 1 && !inbox_barrier) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (!inbox_over_activations && a.k_split > 1 && !inbox_barrier) cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -461,11 +463,12 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, rank, tokens);
     return;
   }
-  // With the inbox over the activations (32 tokens), the cluster's peers may write it once every
-  // thread has arrived here, after its MMAs; reduce_and_store waits for theirs before writing to
-  // them. Up to 16 tokens the inbox has its own region and the CTA arrived at entry: arriving
+  // With the inbox over the activations (32 tokens, no room for one of its own), the cluster's
+  // peers may write it once every thread has arrived here, after its MMAs; reduce_and_store waits
+  // for theirs before writing to them. Else the inbox has its own region and the CTA arrived at
+  // entry (or uses the async exchange): arriving
   // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
-  if (kInboxOverActivations && a.k_split > 1) cluster_arrive_release();
+  if (inbox_over_activations && a.k_split > 1) cluster_arrive_release();
   __syncthreads();
   timeline_stamp(a, 4);
 
