@@ -36,7 +36,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "../kernels/cuda/sm90_ptx.cuh"  // wgmma fence/commit/wait, shared-memory descriptors
+#include "../kernels/cuda/sm90_ptx.cuh"  // the kernels' 16-byte streaming load, wgmma fence/commit/wait, descriptors
 
 namespace {
 
@@ -47,14 +47,6 @@ constexpr int kWarpGroups = 4;
 constexpr int kMaxBlocksPerWg = 4;  // every block of a warpgroup in flight at once (<= 80 registers)
 constexpr int kBlockK = 128;
 constexpr int kTileRows = 16;
-
-__device__ __forceinline__ uint4 load_weight_16B(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
@@ -119,15 +111,15 @@ __device__ __forceinline__ void stream_blocks(const ProbeArgs& a, uint32_t act_l
   uint4 wt[4];                   // this warp's tail block (i == wq), if any
   auto load_block = [&](int i) {
     const size_t kb = size_t(kb_begin + wg + kWarpGroups * i) * kBlockK;
-    wm[i][0] = load_weight_16B(row_main + kb);
-    wm[i][1] = load_weight_16B(row_main + kb + row8);
-    wm[i][2] = load_weight_16B(row_main + kb + 64);
-    wm[i][3] = load_weight_16B(row_main + kb + row8 + 64);
+    wm[i][0] = load_streaming_16B(row_main + kb);
+    wm[i][1] = load_streaming_16B(row_main + kb + row8);
+    wm[i][2] = load_streaming_16B(row_main + kb + 64);
+    wm[i][3] = load_streaming_16B(row_main + kb + row8 + 64);
     if (TAIL && i == wq) {
-      wt[0] = load_weight_16B(row_tail + kb);
-      wt[1] = load_weight_16B(row_tail + kb + row8);
-      wt[2] = load_weight_16B(row_tail + kb + 64);
-      wt[3] = load_weight_16B(row_tail + kb + row8 + 64);
+      wt[0] = load_streaming_16B(row_tail + kb);
+      wt[1] = load_streaming_16B(row_tail + kb + row8);
+      wt[2] = load_streaming_16B(row_tail + kb + 64);
+      wt[3] = load_streaming_16B(row_tail + kb + row8 + 64);
     }
   };
 #pragma unroll
