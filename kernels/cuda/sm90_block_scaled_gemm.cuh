@@ -530,9 +530,9 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
 // (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
 // add the bias, round and store. Every thread of the CTA calls it (the barriers); only the
 // WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
-// clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs, as
+// clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs where
 // its inbox lies over its activations).
-// ASYNC_CAPABLE (the 4-warpgroup wgmma ring kernel up to 16 tokens): where `async_exchange` (the
+// ASYNC_CAPABLE (the 4-warpgroup wgmma ring kernel): where `async_exchange` (the
 // plan's wgmma_async_exchange), the sums go to the finishing CTA's inbox by st.async, counted on
 // its mbarrier `inbox_bar` (armed at entry with the bytes it receives), and the CTA waits on its
 // own barrier instead of the cluster barrier. One copy of the code serves both exchanges: a

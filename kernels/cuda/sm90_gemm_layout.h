@@ -226,7 +226,7 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !inbox_over_activations && k_split > 1;
 }
-// The 4-warpgroup kernel's async exchange (K split, up to 16 tokens): the CTA still parks and sums
+// The 4-warpgroup kernel's async exchange (K split, an inbox of its own): the CTA still parks and sums
 // its warpgroups' partials, then stores each tile's sum by st.async into the finishing CTA's
 // inbox, counted in bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster
 // barrier (whose release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements).

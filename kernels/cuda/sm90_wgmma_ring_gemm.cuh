@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const WgmmaRingSmemLayout& layout = a.wgmma_layout;  // the plan's
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
-  // The async exchange (wgmma_async_exchange): the 4-warpgroup instances up to 16 tokens.
+  // The async exchange (wgmma_async_exchange): the 4-warpgroup instances, wherever the layout gives
+  // the inbox a region of its own (up to 16 tokens; at 32 where the plan found room).
   constexpr bool kAsyncExchange = WGS == kWgmmaWarpGroups;
   const bool async_exchange = kAsyncExchange && layout.inbox_barrier;
   const bool inbox_barrier = direct || async_exchange;
