@@ -36,17 +36,16 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../kernels/cuda/sm90_gemm_layout.h"  // kTileRows, kBlockK, kWgmmaWarpGroups
 #include "../kernels/cuda/sm90_ptx.cuh"  // the kernels' 16-byte streaming load, wgmma fence/commit/wait, descriptors
 
 namespace {
 
 using namespace sgl_fp8::sm90;
 
-constexpr int kThreads = 512;  // 4 warpgroups
-constexpr int kWarpGroups = 4;
+constexpr int kWarpGroups = kWgmmaWarpGroups;  // as the fused kernel
+constexpr int kThreads = kWarpGroups * 128;
 constexpr int kMaxBlocksPerWg = 4;  // every block of a warpgroup in flight at once (<= 80 registers)
-constexpr int kBlockK = 128;
-constexpr int kTileRows = 16;
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
