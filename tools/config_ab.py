@@ -43,6 +43,21 @@ def parse_configs(text):
     return out
 
 
+def launched_kernels(fn):
+    """The CUDA kernels one eager call of `fn` launches: [{name, grid, smem}] from the profiler's trace."""
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    return [{"name": e["name"], "grid": e.get("args", {}).get("grid"),
+             "smem": e.get("args", {}).get("dynamic shared memory", e.get("args", {}).get("shared memory"))}
+            for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default="5120x4096,4608x4096,4096x2048")
@@ -54,6 +69,9 @@ def main():
     ap.add_argument("--after", choices=["none", "copy"], default="none",
                     help="a kernel before every GEMM: none (back to back), or a torch copy into the activations")
     ap.add_argument("--out", help="directory for config_ab.json")
+    ap.add_argument("--kernels", action="store_true",
+                    help="also record the kernels each config launches (name, grid, shared memory), from one "
+                         "profiled eager call: a forced config the wgmma ring kernel cannot plan runs another kernel")
     args = ap.parse_args()
     device = torch.device("cuda")
     configs = parse_configs(args.configs)
@@ -87,6 +105,9 @@ def main():
                     if first_out is None:
                         first_out = out
                     row["same_bits_as_first"][name] = bool(torch.equal(out, first_out))
+                    if args.kernels:
+                        row.setdefault("kernels", {})[name] = launched_kernels(
+                            lambda c=config: linear.run_path("fused", c, x, w0, s0, False, None))
                     problem = tune.check_rows(out, unfused, "the unfused path")
                     if problem:
                         row["errors"][name] = "wrong result: " + problem
@@ -108,6 +129,9 @@ def main():
                         ratio = f" ({t / base:.3f})" if base else ""
                         cells.append(f"{f'{t:.2f}{ratio}':>22}")
                 print(f"{n:>5} {k:>5} {scale:>4} {m:>3} | " + " | ".join(cells), flush=True)
+                for name, launched in row.get("kernels", {}).items():
+                    print(f"    {name}: " + "; ".join(f"{k['name'][:90]} grid {k['grid']} smem {k['smem']}"
+                                                       for k in launched), flush=True)
                 for name, why in row["errors"].items():
                     print(f"    {name}: {why}", flush=True)
                 rows.append(row)
