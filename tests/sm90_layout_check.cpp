@@ -369,7 +369,9 @@ static void check_wgmma_ring() {
               }
   // Windows: for 4..12 tiles, every window lies inside the CTA's tiles and every tile is parked
   // exactly once (by the window that owns it: tile >= 4 w).
-  CHECK(wgmma_max_windows(1) == 2 && wgmma_max_windows(2) == 2 && wgmma_max_windows(4) == kMaxWindows,
+  CHECK(wgmma_max_windows(1, kWgmmaWarpGroups) == 2 && wgmma_max_windows(2, kWgmmaWarpGroups) == kMaxWindows &&
+            wgmma_max_windows(4, kWgmmaWarpGroups) == kMaxWindows && wgmma_max_windows(1, kCoResidentWarpGroups) == 2 &&
+            wgmma_max_windows(2, kCoResidentWarpGroups) == 2,
         "windows per instance");
   for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * kMaxWindows; ++ntiles) {
     const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;
@@ -400,7 +402,7 @@ static void check_wgmma_ring() {
         if (N >= 1024) CHECK(plan.wgmma, "no wgmma plan for N=%lld K=%lld M=%lld", N, K, M);
         if (!plan.wgmma) continue;
         CHECK(plan.token_tiles == (M <= 8 ? 1 : M <= 16 ? 2 : 4), "wgmma token tiles %d at M=%lld", plan.token_tiles, M);
-        CHECK(plan.max_tiles_per_cta <= kWindowTiles * wgmma_max_windows(plan.token_tiles), "wgmma tiles %d at M=%lld",
+        CHECK(plan.max_tiles_per_cta <= kWindowTiles * wgmma_max_windows(plan.token_tiles, kWgmmaWarpGroups), "wgmma tiles %d at M=%lld",
               plan.max_tiles_per_cta, M);
         // From 32 tokens with a K split the plan gives the CTA an inbox of its own where it fits
         // (every cluster count fits here: max_clusters is unbounded).

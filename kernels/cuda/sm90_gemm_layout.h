@@ -145,12 +145,18 @@ struct RingSmemLayout {
 constexpr int kWindowTiles = 4;   // wgmma's 64 rows
 constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_max_windows)
 constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
-// Windows a CTA may have: each costs the thread 4 x token_tiles accumulator registers, plus as
-// many for every block in flight. Up to 16 tokens the plans stay at 2 (8 tiles, as measured in
-// session 5); 32 tokens need 3 so that a K split of 4 (whose activations fit beside the ring) has
-// a CTA's 9-10 tiles of the large shapes.
-SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles) { return token_tiles > 2 ? 3 : 2; }
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
+// Windows a CTA may have: each costs the thread 4 x token_tiles accumulator registers, plus as
+// many for every block in flight. Up to 8 tokens, and in the co-resident variant (2 warpgroups),
+// the plans stay at 2 (8 tiles, as measured in session 5). The 4-warpgroup kernel has 3 from 9
+// tokens, so that a K split of 4 (whose activations fit beside the ring) has a CTA's 9-11 tiles of
+// the large shapes (30 clusters of 4 are resident on the H200): at 9-16 tokens that halves the
+// activations each CTA reads (session 21). At 1-8 tokens the split of 4 took 1.02x the time at
+// M = 1 on 5120x4096 and 4608x4096 back to back, and would put a third window's code in the
+// 8-token instance.
+SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
+  return token_tiles > 1 && warpgroups == kWgmmaWarpGroups ? 3 : 2;
+}
 // The co-resident variant: 2 warpgroups (256 threads, <= 128 registers) and <= kCoResidentSmem
 // bytes of shared memory, so that the next launch's CTA fits on the SM beside this one and
 // requests its weight while this one computes; its ring has fewer slots than the CTA has chunks

@@ -70,6 +70,13 @@ constexpr double kRoundTripCost = 40 * 1024;
 constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1024, 64 * 1024,
                                                       64 * 1024, 64 * 1024, 64 * 1024};
 constexpr double kNoOverlapCost = 24 * 1024;
+// wgmma ring kernel, 9-16 tokens: each tile a CTA's windows read beyond its own (the last window
+// overlapping its predecessor, or past a CTA of 5 tiles) costs an eighth of a streamed tile. The
+// MMAs' cost follows their shared-memory reads (docs/sm90.md, session 19). Fitted to session 21's
+// H200 runs (tools/config_ab.py): a K split of 4 (30 clusters, 10-11 tiles, 3 windows) against 2
+// (66 clusters, 5 tiles) took 0.93-0.96x the time at 12-16 tokens on 5120x4096 and 4608x4096;
+// the weight picks it at 14-16 and 12-16 tokens there and changes no other plan of SPEC §6.
+constexpr double kWindowReadWeight = 0.125;
 constexpr int64_t kSmemBudget = 110 * 1024;
 constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
@@ -229,7 +236,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
   const bool whole_smem = (config.flags & kWholeSmemFlag) != 0;
   const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
-  const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles);
+  const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles, warpgroups);
   const int64_t T = N / 16, KB = K / 128;
   const int64_t tokens = M < 1 ? 1 : M;
   for (int S = 1; S <= kMaxClusterSize; ++S) {
@@ -267,7 +274,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // M = 1, and 4096 x 2048 M = 32 ran 10.1 us at k_split 2 against 12.3 at 4 (tune at
     // 4443eab). The cluster's cost counts twice there.
     const double cluster_cost = kClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
-    const double cost = double(tiles) * double(blocks) * 2048 +
+    const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
+    const double window_cost = token_tiles == 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
+    const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   static_assert(WGS == kWgmmaWarpGroups || WGS == kCoResidentWarpGroups, "4 or 2 warpgroups");
   constexpr int kThreads = WGS * 128, kWarps = WGS * 4;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
-  constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES);
+  constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES, WGS);
   // From 32 tokens the inbox may lie over the activations (the plan's layout says).
   const bool inbox_over_activations = wgmma_inbox_over_activations(TOKEN_TILES) && a.wgmma_layout.inbox_over_activations;
   extern __shared__ __align__(kRingStageAlign) uint8_t wgmma_kernel_smem[];
