@@ -372,7 +372,16 @@ static void check_wgmma_ring() {
   CHECK(wgmma_max_windows(1, kWgmmaWarpGroups) == 2 && wgmma_max_windows(2, kWgmmaWarpGroups) == kMaxWindows &&
             wgmma_max_windows(4, kWgmmaWarpGroups) == kMaxWindows && wgmma_max_windows(1, kCoResidentWarpGroups) == 2 &&
             wgmma_max_windows(2, kCoResidentWarpGroups) == 2,
-        "windows per instance");
+        "windows per plan");
+  // The launcher's instance has at least the plan's windows: a 16-token plan of more than 8 tiles
+  // takes the 3-window instance, every other plan the default one (2 up to 16 tokens, 3 at 32).
+  for (int token_tiles : {1, 2, 4})
+    for (int tiles = kWindowTiles; tiles <= kWindowTiles * wgmma_max_windows(token_tiles, kWgmmaWarpGroups); ++tiles)
+      CHECK(wgmma_instance_windows(token_tiles, tiles) * kWindowTiles >= tiles &&
+                wgmma_instance_windows(token_tiles, tiles) <= wgmma_max_windows(token_tiles, kWgmmaWarpGroups) &&
+                (tiles > 2 * kWindowTiles || wgmma_instance_windows(token_tiles, tiles) ==
+                                                 wgmma_instance_windows(token_tiles, 0)),
+            "instance windows token_tiles=%d tiles=%d", token_tiles, tiles);
   for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * kMaxWindows; ++ntiles) {
     const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;
     std::vector<int> parked(size_t(ntiles), 0);

@@ -21,7 +21,7 @@ gen = torch.Generator().manual_seed(3)
 import sys
 SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024))
 MS = (1, 13, 16, 24, 33)
-if '--quick' in sys.argv:  # racecheck is slow: one clustered shape, two M
+if '--quick' in sys.argv:  # racecheck is slow: one clustered shape, three M
     SHAPES, MS = ((5120, 4096), (272, 1024)), (1, 16, 24)
 for n, k in SHAPES:
     for m in MS:

@@ -152,10 +152,16 @@ constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks w
 // tokens, so that a K split of 4 (whose activations fit beside the ring) has a CTA's 9-11 tiles of
 // the large shapes (30 clusters of 4 are resident on the H200): at 9-16 tokens that halves the
 // activations each CTA reads (session 21). At 1-8 tokens the split of 4 took 1.02x the time at
-// M = 1 on 5120x4096 and 4608x4096 back to back, and would put a third window's code in the
-// 8-token instance.
+// M = 1 on 5120x4096 and 4608x4096 back to back.
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
   return token_tiles > 1 && warpgroups == kWgmmaWarpGroups ? 3 : 2;
+}
+// Windows an instance is compiled for. At 9-16 tokens a plan of more than 8 tiles a CTA takes an
+// instance of its own: the third window's code in the one instance of 16 tokens cost the plans
+// that never use it 1.5-2.5 % a call in the decode step (4096x4096 and 6144x4096 at 12 tokens,
+// H200, session 21).
+SGL_FP8_HD constexpr int wgmma_instance_windows(int token_tiles, int max_tiles) {
+  return token_tiles > 2 || max_tiles > 2 * kWindowTiles ? 3 : 2;
 }
 // The co-resident variant: 2 warpgroups (256 threads, <= 128 registers) and <= kCoResidentSmem
 // bytes of shared memory, so that the next launch's CTA fits on the SM beside this one and

@@ -45,13 +45,17 @@ GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
-// token_tiles: sm90::wgmma_token_tiles (1, 2 or 4); co_resident: the 2-warpgroup variant (<= 16 tokens).
+// token_tiles: sm90::wgmma_token_tiles (1, 2 or 4); co_resident: the 2-warpgroup variant (<= 16 tokens);
+// max_tiles: the plan's tiles a CTA (0 before planning), for sm90::wgmma_instance_windows.
 template <bool PREQUANT>
-GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident) {
-  constexpr int kCo = sm90::kCoResidentWarpGroups;
+GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles) {
+  constexpr int kCo = sm90::kCoResidentWarpGroups, kWgs = sm90::kWgmmaWarpGroups;
   switch (token_tiles) {
     case 1: return co_resident ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kCo> : sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
-    case 2: return co_resident ? sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kCo> : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
+    case 2:
+      if (co_resident) return sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kCo>;
+      return sm90::wgmma_instance_windows(2, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kWgs, 3>
+                                                             : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
     default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
   }
 }
@@ -202,8 +206,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     }
     for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
       const bool co_resident = (tries[i] & sm90::kCoResident) != 0;
-      kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident)
-                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident);
+      kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, 0)
+                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0);
       threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
       if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
       GemmConfig wgmma_config = p.config;
@@ -213,6 +217,16 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                           return LaunchCache::get().max_active_clusters(kernel, device, cluster,
                                                                                         threads, smem);
                                         });
+      // The instance of the plan's windows: the same threads and shared memory, so the same clusters
+      // fit (max_active_clusters asked the first).
+      if (plan.cost >= 0) {
+        GemmKernel planned = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, plan.max_tiles_per_cta)
+                                      : wgmma_ring_instance<false>(wgmma_tiles, co_resident, plan.max_tiles_per_cta);
+        if (planned != kernel) {
+          kernel = planned;
+          if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+        }
+      }
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
       if (plan.cost >= 0 &&
           !(sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&

@@ -131,14 +131,16 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
 
 // WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
 // co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
-template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups>
+// WINDOWS: the most 64-row windows a CTA of this instance has (wgmma_instance_windows).
+template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups, int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0)>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
   static_assert(TOKEN_TILES <= kMaxWgmmaTokenTiles, "the wgmma ring kernel serves one chunk of <= 32 tokens");
   static_assert(WGS == kWgmmaWarpGroups || WGS == kCoResidentWarpGroups, "4 or 2 warpgroups");
   constexpr int kThreads = WGS * 128, kWarps = WGS * 4;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
-  constexpr int kMaxWin = wgmma_max_windows(TOKEN_TILES, WGS);
+  static_assert(WINDOWS <= wgmma_max_windows(TOKEN_TILES, WGS), "windows this kernel's registers allow");
+  constexpr int kMaxWin = WINDOWS;
   // From 32 tokens the inbox may lie over the activations (the plan's layout says).
   const bool inbox_over_activations = wgmma_inbox_over_activations(TOKEN_TILES) && a.wgmma_layout.inbox_over_activations;
   extern __shared__ __align__(kRingStageAlign) uint8_t wgmma_kernel_smem[];
