@@ -13,8 +13,8 @@
 //    accumulators in block order;
 //  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
-//    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles, 4-12 at
-//    32 tokens);
+//    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles up to 8 tokens,
+//    4-12 from 9: at 9-16 tokens a plan of more than 8 tiles runs the 3-window instance);
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
 //    flight (a CTA's activation loads queue behind the copies it has requested); at 32 tokens,
