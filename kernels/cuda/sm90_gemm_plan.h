@@ -71,12 +71,14 @@ constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1
                                                       64 * 1024, 64 * 1024, 64 * 1024};
 constexpr double kNoOverlapCost = 24 * 1024;
 // wgmma ring kernel, 9-16 tokens: each tile a CTA's windows read beyond its own (the last window
-// overlapping its predecessor, or past a CTA of 5 tiles) costs an eighth of a streamed tile. The
+// overlapping its predecessor, or past a CTA of 5 tiles) costs a fifth of a streamed tile. The
 // MMAs' cost follows their shared-memory reads (docs/sm90.md, session 19). Fitted to session 21's
 // H200 runs (tools/config_ab.py): a K split of 4 (30 clusters, 10-11 tiles, 3 windows) against 2
-// (66 clusters, 5 tiles) took 0.93-0.96x the time at 12-16 tokens on 5120x4096 and 4608x4096;
-// the weight picks it at 14-16 and 12-16 tokens there and changes no other plan of SPEC §6.
-constexpr double kWindowReadWeight = 0.125;
+// (66 clusters, 5 tiles) took 0.91-0.96x the time at 9-16 tokens on 5120x4096 and 4608x4096 back
+// to back, 0.93-0.99x after a copy kernel. The weight picks it at 13-16 and 9-16 tokens there and
+// changes no other default plan of SPEC §6 (nor of 4096x4096 and the large shares); more of it
+// also sent 2112x7168 at 9-10 tokens to a split of 3, which lost at 8 and 16.
+constexpr double kWindowReadWeight = 0.2;
 constexpr int64_t kSmemBudget = 110 * 1024;
 constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
