@@ -52,7 +52,8 @@ def launched_kernels(fn):
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
-        trace = json.load(open(f.name))
+        with open(f.name) as trace_file:
+            trace = json.load(trace_file)
     return [{"name": e["name"], "grid": e.get("args", {}).get("grid"),
              "smem": e.get("args", {}).get("dynamic shared memory", e.get("args", {}).get("shared memory"))}
             for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]

@@ -277,7 +277,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // 4443eab). The cluster's cost counts twice there.
     const double cluster_cost = kClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
-    const double window_cost = token_tiles == 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
+    const double window_cost =
+        token_tiles == 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
     const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {

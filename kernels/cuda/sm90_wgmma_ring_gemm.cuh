@@ -132,7 +132,8 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
 // WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
 // co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
 // WINDOWS: the most 64-row windows a CTA of this instance has (wgmma_instance_windows).
-template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups, int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0)>
+template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups,
+          int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0)>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
   static_assert(TOKEN_TILES <= kMaxWgmmaTokenTiles, "the wgmma ring kernel serves one chunk of <= 32 tokens");
