@@ -81,7 +81,7 @@ def check_smallm(device, x, w, ws, bias=None, what=""):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("M", [1, 7, 32])
+@pytest.mark.parametrize("M", [1, 7, 13, 32])  # 13: sm_90 plans of 9-16 tokens (5120x4096, 4608x4096: a K split of 4)
 @pytest.mark.parametrize("fmt", FMTS)
 @pytest.mark.parametrize("N,K", SPEC_SHAPES, ids=[f"{n}x{k}" for n, k in SPEC_SHAPES])
 def test_smallm_spec_shapes(device, N, K, fmt, M):
