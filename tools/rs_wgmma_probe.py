@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import os
 import subprocess
 import sys
@@ -39,7 +38,7 @@ for path in (REPO, os.path.join(REPO, "tools")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from stream_ceiling import DEFAULT_L2, copies_for, find_nvcc, progress, wait_or_die  # noqa: E402
+from stream_ceiling import DEFAULT_L2, copies_for, find_nvcc, progress, wait_or_die, write_result  # noqa: E402
 
 # The fused kernel's plan for these shapes at M <= 16 (k_split 2; 4-5 tiles a CTA).
 PLANS = {(5120, 4096): (66, 2), (4608, 4096): (66, 2), (4096, 2048): (64, 2)}
@@ -214,10 +213,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     result = run(args)
     print_tables(result)
-    path = os.path.join(args.out, "rs_wgmma_probe.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {path}")
+    write_result(args.out, "rs_wgmma_probe.json", result)
     return 0
 
 

@@ -54,6 +54,14 @@ DEFAULT_L2 = 50 * 1000 * 1000
 HANG_TIMEOUT_S = 20.0  # an eager check launch that has not finished by then is a hang
 
 
+def write_result(out_dir: str, name: str, result: dict) -> None:
+    """A probe's results as JSON under out_dir (which exists), and where they went."""
+    path = os.path.join(out_dir, name)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"\nwrote {path}")
+
+
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -473,10 +481,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     result = run(args)
     print_tables(result)
-    path = os.path.join(args.out, "stream_ceiling.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"\nwrote {path}")
+    write_result(args.out, "stream_ceiling.json", result)
     return 0
 
 
