@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 from typing import List, Optional
@@ -38,7 +37,8 @@ for path in (REPO, os.path.join(REPO, "tools")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from stream_ceiling import DEFAULT_L2, copies_for, find_nvcc, progress, wait_or_die, write_result  # noqa: E402
+from stream_ceiling import (COPIES_ALONE, DEFAULT_L2, compile_shared_library, copies_for, progress,  # noqa: E402
+                            time_fused, wait_or_die, write_result)
 
 # The fused kernel's plan for these shapes at M <= 16 (k_split 2; 4-5 tiles a CTA).
 PLANS = {(5120, 4096): (66, 2), (4608, 4096): (66, 2), (4096, 2048): (64, 2)}
@@ -46,14 +46,7 @@ MODES = {"mma": 0, "check": 1, "loads": 2}
 
 
 def build_library(out_dir: str) -> str:
-    so = os.path.join(out_dir, "rs_wgmma_probe.so")
-    cmd = [find_nvcc(), "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler", "-fPIC",
-           "-o", so, CU_SOURCE]
-    progress("building: " + " ".join(cmd))
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"nvcc failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    return so
+    return compile_shared_library(CU_SOURCE, out_dir)
 
 
 class Probe:
@@ -101,35 +94,16 @@ def check(probe: Probe, w: torch.Tensor, n: int, k: int, token_tiles: int, gener
             "max_abs_err": float((got - want).abs().max()), "max_ref": float(want.abs().max())}
 
 
-def fused_times(n, k, copies, replays, device, time_in_graph, make_weight) -> List[dict]:
+def fused_times(n, k, copies, replays, device) -> List[dict]:
     """The fused op (default plan) at M = 1, 8, 16 and its copies alone (flag 7) at M = 1."""
-    try:
-        from sglang_fp8ext import ops
-        torch.ops.sgl_fp8._smallm_gemm_configured  # noqa: B018 (raises where the op is missing)
-    except (ImportError, AttributeError, RuntimeError) as e:
-        progress(f"  fused rows skipped: {e}")
-        return []
-    generator = torch.Generator(device=device).manual_seed(1)
-    weights = [make_weight(n, k, False, device, generator) for _ in range(copies)]
-    rows = []
-    for m, name, config in ((1, "fused default", None), (8, "fused default", None), (16, "fused default", None),
-                            (1, "fused copies alone (flag 7)", [0, 0, 0, 0, 7])):
-        x = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
-        if config is None:
-            calls = [lambda w=w, s=s, x=x: ops.smallm_gemm(x, w, s) for w, s, _ in weights]
-        else:
-            calls = [lambda w=w, s=s, x=x, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
-                     for w, s, _ in weights]
-        us = time_in_graph(calls, replays)
-        rows.append({"N": n, "K": k, "variant": f"{name} M={m}", "M": m, "us": us})
-        progress(f"  N={n} K={k} {name} M={m}: {us:.2f} us")
-    del weights
-    torch.cuda.empty_cache()
-    return rows
+    points = [(1, "fused default", None), (8, "fused default", None), (16, "fused default", None),
+              (1, "fused copies alone (flag 7)", COPIES_ALONE)]
+    return [{"N": n, "K": k, "variant": f"{name} M={m}", "M": m, "us": us, "copies": copies}
+            for m, name, _, us in time_fused(n, k, points, copies, replays, device)]
 
 
 def run(args) -> dict:
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, make_weight, measure_copy_bandwidth, op_bytes, time_in_graph
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, measure_copy_bandwidth, op_bytes, time_in_graph
 
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(0)
@@ -167,9 +141,7 @@ def run(args) -> dict:
             progress(f"N={n} K={k} {name}: {us:.2f} us (weight floor {weight_floor:.2f})")
         del pool, out, x
         torch.cuda.empty_cache()
-        for r in fused_times(n, k, copies_for(nbytes, l2_bytes), args.replays, device, time_in_graph, make_weight):
-            r["copies"] = copies_for(nbytes, l2_bytes)
-            rows.append(r)
+        rows.extend(fused_times(n, k, copies, args.replays, device))
         for r in rows:
             if (r["N"], r["K"]) == (n, k):
                 r["weight_floor_us"] = weight_floor

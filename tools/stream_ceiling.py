@@ -177,14 +177,21 @@ def find_nvcc() -> str:
     raise RuntimeError("nvcc not found (looked at $CUDA_HOME/bin, /usr/local/cuda/bin and PATH)")
 
 
-def build_library(out_dir: str) -> str:
-    so = os.path.join(out_dir, "stream_ceiling.so")
-    cmd = [find_nvcc(), "-O3", "-arch=sm_90a", "-shared", "-Xcompiler", "-fPIC", "-o", so, CU_SOURCE]
+def compile_shared_library(source: str, out_dir: str) -> str:
+    """A probe's .cu file as a shared library of sm_90a code in out_dir; its path. (-arch=sm_90a would
+    also assemble compute_90 PTX, which rejects wgmma.)"""
+    so = os.path.join(out_dir, os.path.splitext(os.path.basename(source))[0] + ".so")
+    cmd = [find_nvcc(), "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler", "-fPIC",
+           "-o", so, source]
     progress("building: " + " ".join(cmd))
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"nvcc failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return so
+
+
+def build_library(out_dir: str) -> str:
+    return compile_shared_library(CU_SOURCE, out_dir)
 
 
 class Kernels:
@@ -405,10 +412,10 @@ def run(args) -> dict:
     }
 
 
-def fused_rows(n: int, k: int, floor_us: float, copies: int, replays: int, device) -> List[dict]:
-    """The fused op (default plan) and its copies-alone diagnostic (config flag 7: no MMA, no
-    prologue, no epilogue; garbage output) at M = 1 and 8, timed as the variants above. Empty where
-    the extension is not built."""
+def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> List[tuple]:
+    """Each (M, name, config) point of the fused op (config None: `smallm_gemm`, its own plan; else
+    the configured op) timed as the variants above, over `copies` rotated weights: [(M, name,
+    config, us)]. Empty where the extension is not built. One activation tensor per M."""
     try:
         from sglang_fp8ext import ops
         from sglang_fp8ext.bench import make_weight, time_in_graph
@@ -418,23 +425,36 @@ def fused_rows(n: int, k: int, floor_us: float, copies: int, replays: int, devic
         return []
     generator = torch.Generator(device=device).manual_seed(1)
     weights = [make_weight(n, k, False, device, generator) for _ in range(copies)]
-    rows = []
-    for m in (1, 8):
-        x = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
-        for name, config in (("fused default", None), ("fused copies alone (flag 7)", [0, 0, 0, 0, 7])):
-            if config is None:
-                calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights]
-            else:
-                calls = [lambda w=w, s=s, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
-                         for w, s, _ in weights]
-            us = time_in_graph(calls, replays)
-            rows.append({"N": n, "K": k, "bytes": n * k, "variant": f"{name} M={m}", "kind": "fused",
-                         "params": {"M": m, "config": config}, "pdl": 1, "us": us, "floor_us": floor_us,
-                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
-            progress(f"  N={n} K={k} {name} M={m}: {us:.2f} us (floor/us {floor_us / us:.3f})")
+    activations, timed = {}, []
+    for m, name, config in points:
+        if m not in activations:
+            activations[m] = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
+        x = activations[m]
+        if config is None:
+            calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights]
+        else:
+            calls = [lambda w=w, s=s, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
+                     for w, s, _ in weights]
+        us = time_in_graph(calls, replays)
+        progress(f"  N={n} K={k} {name} M={m}: {us:.2f} us")
+        timed.append((m, name, config, us))
     del weights
     torch.cuda.empty_cache()
-    return rows
+    return timed
+
+
+# The fused op's copies-alone diagnostic: config flag 7 (no MMA, no prologue, no epilogue; garbage output).
+COPIES_ALONE = [0, 0, 0, 0, 7]
+
+
+def fused_rows(n: int, k: int, floor_us: float, copies: int, replays: int, device) -> List[dict]:
+    """The fused op (default plan) and its copies alone at M = 1 and 8."""
+    points = [(m, name, config) for m in (1, 8)
+              for name, config in (("fused default", None), ("fused copies alone (flag 7)", COPIES_ALONE))]
+    return [{"N": n, "K": k, "bytes": n * k, "variant": f"{name} M={m}", "kind": "fused",
+             "params": {"M": m, "config": config}, "pdl": 1, "us": us, "floor_us": floor_us,
+             "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies}
+            for m, name, config, us in time_fused(n, k, points, copies, replays, device)]
 
 
 def print_tables(result: dict) -> None:
