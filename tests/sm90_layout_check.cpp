@@ -369,12 +369,12 @@ static void check_wgmma_ring() {
               }
   // Windows: for 4..12 tiles, every window lies inside the CTA's tiles and every tile is parked
   // exactly once (by the window that owns it: tile >= 4 w).
-  CHECK(wgmma_max_windows(1, kWgmmaWarpGroups) == 2 && wgmma_max_windows(2, kWgmmaWarpGroups) == kMaxWindows &&
+  CHECK(wgmma_max_windows(1, kWgmmaWarpGroups) == kMaxWindows && wgmma_max_windows(2, kWgmmaWarpGroups) == kMaxWindows &&
             wgmma_max_windows(4, kWgmmaWarpGroups) == kMaxWindows && wgmma_max_windows(1, kCoResidentWarpGroups) == 2 &&
             wgmma_max_windows(2, kCoResidentWarpGroups) == 2,
         "windows per plan");
-  // The launcher's instance has at least the plan's windows: a 16-token plan of more than 8 tiles
-  // takes the 3-window instance, every other plan the default one (2 up to 16 tokens, 3 at 32).
+  // The launcher's instance has at least the plan's windows: an 8- or 16-token plan of more than 8
+  // tiles takes the 3-window instance, every other plan the default one (2 up to 16 tokens, 3 at 32).
   for (int token_tiles : {1, 2, 4})
     for (int tiles = kWindowTiles; tiles <= kWindowTiles * wgmma_max_windows(token_tiles, kWgmmaWarpGroups); ++tiles)
       CHECK(wgmma_instance_windows(token_tiles, tiles) * kWindowTiles >= tiles &&

@@ -147,16 +147,17 @@ constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_ma
 constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
 // Windows a CTA may have: each costs the thread 4 x token_tiles accumulator registers, plus as
-// many for every block in flight. Up to 8 tokens, and in the co-resident variant (2 warpgroups),
-// the plans stay at 2 (8 tiles, as measured in session 5). The 4-warpgroup kernel has 3 from 9
-// tokens, so that a K split of 4 (whose activations fit beside the ring) has a CTA's 9-11 tiles of
-// the large shapes (30 clusters of 4 are resident on the H200): at 9-16 tokens that halves the
-// activations each CTA reads (session 21). At 1-8 tokens the split of 4 took 1.02x the time at
-// M = 1 on 5120x4096 and 4608x4096 back to back.
+// many for every block in flight. The co-resident variant (2 warpgroups) stays at 2 (8 tiles, as
+// measured in session 5). The 4-warpgroup kernel has 3, so that a K split of 4 (whose activations
+// fit beside the ring) has a CTA's 9-11 tiles of the large shapes (30 clusters of 4 are resident on
+// the H200): at 9-16 tokens that halves the activations each CTA reads (session 21). At 1-8 tokens
+// the plan's cost still prefers the split of 2 (it took 1.02x the time at M = 1 on 5120x4096 and
+// 4608x4096 back to back, session 21); a forced k_split of 4 (tune's candidate) plans the 3 windows
+// there since session 22, where before it silently ran the register kernel.
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
-  return token_tiles > 1 && warpgroups == kWgmmaWarpGroups ? 3 : 2;
+  return warpgroups == kWgmmaWarpGroups ? 3 : 2;
 }
-// Windows an instance is compiled for. At 9-16 tokens a plan of more than 8 tiles a CTA takes an
+// Windows an instance is compiled for. Up to 16 tokens a plan of more than 8 tiles a CTA takes an
 // instance of its own: the third window's code in the one instance of 16 tokens cost the plans
 // that never use it 1.5-2.5 % a call in the decode step (4096x4096 and 6144x4096 at 12 tokens,
 // H200, session 21).

@@ -51,7 +51,10 @@ template <bool PREQUANT>
 GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles) {
   constexpr int kCo = sm90::kCoResidentWarpGroups, kWgs = sm90::kWgmmaWarpGroups;
   switch (token_tiles) {
-    case 1: return co_resident ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kCo> : sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
+    case 1:
+      if (co_resident) return sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kCo>;
+      return sm90::wgmma_instance_windows(1, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kWgs, 3>
+                                                             : sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
     case 2:
       if (co_resident) return sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kCo>;
       return sm90::wgmma_instance_windows(2, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kWgs, 3>
