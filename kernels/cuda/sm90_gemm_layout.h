@@ -150,10 +150,10 @@ constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks w
 // many for every block in flight. The co-resident variant (2 warpgroups) stays at 2 (8 tiles, as
 // measured in session 5). The 4-warpgroup kernel has 3, so that a K split of 4 (whose activations
 // fit beside the ring) has a CTA's 9-11 tiles of the large shapes (30 clusters of 4 are resident on
-// the H200): at 9-16 tokens that halves the activations each CTA reads (session 21). At 1-8 tokens
-// the plan's cost still prefers the split of 2 (it took 1.02x the time at M = 1 on 5120x4096 and
-// 4608x4096 back to back, session 21); a forced k_split of 4 (tune's candidate) plans the 3 windows
-// there since session 22, where before it silently ran the register kernel.
+// the H200): at 9-16 tokens that halves the activations each CTA reads (session 21), and from 4-8
+// tokens the overlapping window's reads of the split of 2 cost more than the 12 idle SMs (session
+// 22: kWindowReadWeight). Before session 22 a forced k_split of 4 at 1-8 tokens silently ran the
+// register kernel.
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
   return warpgroups == kWgmmaWarpGroups ? 3 : 2;
 }

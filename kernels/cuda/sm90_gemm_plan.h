@@ -70,15 +70,22 @@ constexpr double kRoundTripCost = 40 * 1024;
 constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1024, 64 * 1024,
                                                       64 * 1024, 64 * 1024, 64 * 1024};
 constexpr double kNoOverlapCost = 24 * 1024;
-// wgmma ring kernel, 9-16 tokens: each tile a CTA's windows read beyond its own (the last window
-// overlapping its predecessor, or past a CTA of 5 tiles) costs a fifth of a streamed tile. The
-// MMAs' cost follows their shared-memory reads (docs/sm90.md, session 19). Fitted to session 21's
-// H200 runs (tools/config_ab.py): a K split of 4 (30 clusters, 10-11 tiles, 3 windows) against 2
-// (66 clusters, 5 tiles) took 0.91-0.96x the time at 9-16 tokens on 5120x4096 and 4608x4096 back
-// to back, 0.93-0.99x after a copy kernel. The weight picks it at 13-16 and 9-16 tokens there and
-// changes no other default plan of SPEC §6 (nor of 4096x4096 and the large shares); more of it
-// also sent 2112x7168 at 9-10 tokens to a split of 3, which lost at 8 and 16.
-constexpr double kWindowReadWeight = 0.2;
+// wgmma ring kernel, 1-16 tokens: each tile a CTA's windows read beyond its own (the last window
+// overlapping its predecessor, or past a CTA of 5 tiles) costs 0.6 of a streamed tile (the MMAs'
+// cost follows their shared-memory reads, docs/sm90.md session 19), and a cluster of 3 costs more
+// than one of 4 (kWgmmaClusterCost; the other kernels keep kClusterCost, fitted for them). Fitted
+// to session 22's H200 sweep (tools/config_ab.py, K splits 2 / 3 / 4 of 5120x4096, 4608x4096,
+// 4096x4096, 2112x7168 and 2560x4096 at 1-16 tokens, after a copy kernel and back to back;
+// docs/perf/h200_plan_refit_s22/): summed over those 30 points, the chosen split's excess over
+// the best one went from 0.57 to 0.14 after a copy kernel and from 0.78 to 0.24 back to back
+// (2560x4096 at 8 and 12 tokens still take the split of 4, 1.08-1.11x back to back). The split of
+// 3 (39 clusters, 117 CTAs) was no faster than 2 on 4608x4096 and slower on 4096x4096, where the
+// split of 4 won by 4-8 % after a copy kernel (4608x4096 from 4 tokens) or lost by 4-8 %
+// (4096x4096, which has no overlapping window at the split of 2). Default plans moved (CPU plan printer over 22 shapes): 5120x4096
+// 8-12 tokens and 4608x4096 4-8 to a split of 4, 2560x4096 1-4 to 2, 2112x7168 2 to 3.
+constexpr double kWindowReadWeight = 0.6;
+constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
+                                                           64 * 1024, 64 * 1024, 64 * 1024};
 constexpr int64_t kSmemBudget = 110 * 1024;
 constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
@@ -275,10 +282,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // exchange took 2.0-2.3 us at k_split 4 (tools/gemm_timeline.py at 4443eab) against ~1 us at
     // M = 1, and 4096 x 2048 M = 32 ran 10.1 us at k_split 2 against 12.3 at 4 (tune at
     // 4443eab). The cluster's cost counts twice there.
-    const double cluster_cost = kClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
+    const double cluster_cost = kWgmmaClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
     const double window_cost =
-        token_tiles == 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
+        token_tiles <= 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
     const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
                         kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
     if (best.cost < 0 || cost < best.cost) {
