@@ -76,13 +76,14 @@ constexpr double kNoOverlapCost = 24 * 1024;
 // than one of 4 (kWgmmaClusterCost; the other kernels keep kClusterCost, fitted for them). Fitted
 // to session 22's H200 sweep (tools/config_ab.py, K splits 2 / 3 / 4 of 5120x4096, 4608x4096,
 // 4096x4096, 2112x7168 and 2560x4096 at 1-16 tokens, after a copy kernel and back to back;
-// docs/perf/h200_plan_refit_s22/): summed over those 30 points, the chosen split's excess over
-// the best one went from 0.57 to 0.14 after a copy kernel and from 0.78 to 0.24 back to back
-// (2560x4096 at 8 and 12 tokens still take the split of 4, 1.08-1.11x back to back). The split of
-// 3 (39 clusters, 117 CTAs) was no faster than 2 on 4608x4096 and slower on 4096x4096, where the
-// split of 4 won by 4-8 % after a copy kernel (4608x4096 from 4 tokens) or lost by 4-8 %
-// (4096x4096, which has no overlapping window at the split of 2). Default plans moved (CPU plan printer over 22 shapes): 5120x4096
-// 8-12 tokens and 4608x4096 4-8 to a split of 4, 2560x4096 1-4 to 2, 2112x7168 2 to 3.
+// docs/perf/h200_plan_refit_s22/, fit_window_weight.py there): summed over those 30 points, the
+// chosen split's excess over the best one went from 0.36 to 0.17 after a copy kernel and from 0.36
+// to 0.13 back to back (2560x4096 at 12 tokens still takes the split of 4: 1.04x / 1.08x). The
+// split of 3 (39 clusters, 117 CTAs) was no faster than 2 on 4608x4096 and slower on 4096x4096,
+// where the split of 4 won by 4-8 % after a copy kernel (4608x4096 from 4 tokens) or lost by 4-8 %
+// (4096x4096, which has no overlapping window at the split of 2). Default plans moved (CPU plan
+// printer over 22 shapes with the H200's cluster residency): 5120x4096 at 8-12 tokens and
+// 4608x4096 at 4-8 to a split of 4, 2560x4096 at 8 to 2, 2112x7168 at 2 to 3.
 constexpr double kWindowReadWeight = 0.6;
 constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
                                                            64 * 1024, 64 * 1024, 64 * 1024};
