@@ -601,22 +601,23 @@ static void check_own_inbox() {
         "the barrier exchange at 32 tokens keeps the inbox over the activations");
 }
 
-// The wgmma plan's K split against the split measured fastest on the H200, where the measurement
-// was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % after a copy kernel and no worse
-// than 2 % back to back, or the same winner in both orders). The residency is the H200's, as
-// tools/config_ab.py --kernels recorded it: one 4-warpgroup CTA per SM; clusters of 4: 33 up to
-// ~91 KB of shared memory, 30 above; of 3: 39.
+// The wgmma plan's K split against the fastest of the splits measured on the H200, where the
+// measurement was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % faster after a copy
+// kernel and no more than 2 % slower back to back, or the fastest in both orders). The residency
+// is the H200's, as tools/config_ab.py --kernels recorded it for the 4-warpgroup kernel (one CTA
+// per SM): clusters of 2: 66; 3: 39; 4: 33 up to ~91 KB of shared memory, 30 above; 5: 22; 6: 17;
+// 7 and 8: 15.
 static void check_measured_k_splits() {
   auto h200_clusters = [](int S, long long smem) -> long long {
-    if (S == 4) return smem <= 91 * 1024 ? 33 : 30;
-    if (S == 3) return 39;
-    return 132 / S;
+    constexpr long long resident[kMaxClusterSize + 1] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+    return S == 4 && smem <= 91 * 1024 ? 33 : resident[S];
   };
-  const long long measured[][4] = {  // N, K, M, fastest k_split
-      {5120, 4096, 1, 2}, {5120, 4096, 8, 4}, {5120, 4096, 12, 4}, {5120, 4096, 16, 4},
-      {4608, 4096, 4, 4}, {4608, 4096, 8, 4}, {4608, 4096, 12, 4}, {4608, 4096, 16, 4},
-      {4096, 4096, 1, 2}, {4096, 4096, 4, 2}, {4096, 4096, 8, 2}, {4096, 4096, 12, 2}, {4096, 4096, 16, 2},
-      {2112, 7168, 1, 3}, {2112, 7168, 8, 4}, {2560, 4096, 1, 2}, {2560, 4096, 4, 2}, {2560, 4096, 16, 4}};
+  const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
+      {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
+      {4608, 4096, 4, 4},  {4608, 4096, 8, 4},  {4608, 4096, 12, 4}, {4608, 4096, 16, 4},  // 2, 3, 4
+      {4096, 4096, 1, 2},  {4096, 4096, 4, 2},  {4096, 4096, 8, 2},  {4096, 4096, 12, 2}, {4096, 4096, 16, 2},  // 2, 3, 4
+      {2112, 7168, 4, 8},  {2112, 7168, 8, 8},  {2112, 7168, 16, 8},  // 3, 4, 5, 8
+      {2560, 4096, 1, 2},  {2560, 4096, 16, 8}};  // 2, 4, 8
   for (const auto& m : measured) {
     const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200_clusters);
     CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],

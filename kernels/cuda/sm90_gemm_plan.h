@@ -74,16 +74,18 @@ constexpr double kNoOverlapCost = 24 * 1024;
 // overlapping its predecessor, or past a CTA of 5 tiles) costs 0.6 of a streamed tile (the MMAs'
 // cost follows their shared-memory reads, docs/sm90.md session 19), and a cluster of 3 costs more
 // than one of 4 (kWgmmaClusterCost; the other kernels keep kClusterCost, fitted for them). Fitted
-// to session 22's H200 sweep (tools/config_ab.py, K splits 2 / 3 / 4 of 5120x4096, 4608x4096,
+// to session 22's H200 sweep of K splits 2 / 3 / 4 (tools/config_ab.py on 5120x4096, 4608x4096,
 // 4096x4096, 2112x7168 and 2560x4096 at 1-16 tokens, after a copy kernel and back to back;
-// docs/perf/h200_plan_refit_s22/, fit_window_weight.py there): summed over those 30 points, the
-// chosen split's excess over the best one went from 0.36 to 0.17 after a copy kernel and from 0.36
-// to 0.13 back to back (2560x4096 at 12 tokens still takes the split of 4: 1.04x / 1.08x). The
-// split of 3 (39 clusters, 117 CTAs) was no faster than 2 on 4608x4096 and slower on 4096x4096,
-// where the split of 4 won by 4-8 % after a copy kernel (4608x4096 from 4 tokens) or lost by 4-8 %
-// (4096x4096, which has no overlapping window at the split of 2). Default plans moved (CPU plan
-// printer over 22 shapes with the H200's cluster residency): 5120x4096 at 8-12 tokens and
-// 4608x4096 at 4-8 to a split of 4, 2560x4096 at 8 to 2, 2112x7168 at 2 to 3.
+// docs/perf/h200_plan_refit_s22/ and its fit_window_weight.py): over those 30 points the chosen
+// split's summed excess over the best one went from 0.36 to 0.17 after a copy kernel and from
+// 0.36 to 0.13 back to back. The split of 3 (39 clusters, 117 CTAs) was no faster than 2 on
+// 4608x4096 and slower on 4096x4096, where the split of 4 won by 4-8 % after a copy kernel
+// (4608x4096 from 4 tokens) or lost by 4-8 % (4096x4096, which has no overlapping window at the
+// split of 2). Default plans that moved in session 22 (with the 8-token 3-window instance; grids
+// recorded on the H200, and tests/sm90_layout_check.cpp with its cluster residency): 5120x4096 at
+// 8-12 tokens and 4608x4096 at 4-8 to a split of 4; 2112x7168 at 1-8 and 2560x4096 at 8 to 8 (15
+// clusters of 8, 9 or 11 tiles: after a copy kernel 4-12 % faster than 3 or 4 on 2112x7168, 5 %
+// than 4 on 2560x4096, measured after the fit); 1024x4096 at 1-4 from 8 to 6.
 constexpr double kWindowReadWeight = 0.6;
 constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
                                                            64 * 1024, 64 * 1024, 64 * 1024};
