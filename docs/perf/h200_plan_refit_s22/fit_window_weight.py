@@ -57,7 +57,8 @@ def main():
     for name, (w, cc, start) in models.items():
         ex = {o: excess(data[o], lambda n, m: choose(n, m, w, cc, start)) for o in data}
         print(f"{name}: summed excess {sum(ex['copy'].values()):.3f} after a copy kernel, "
-              f"{sum(ex['none'].values()):.3f} back to back")
+              f"{sum(ex['none'].values()):.3f} back to back, "
+              f"{sum(max(ex['copy'][k], ex['none'][k]) for k in ex['copy']):.3f} of the worse order")
         for key in sorted(data["copy"]):
             print(f"   {key[0]}x{4096 if key[0] != 2112 else 7168} M={key[1]:2d}: split {choose(*key, w, cc, start)}"
                   f"  +{ex['copy'][key]:.3f} / +{ex['none'][key]:.3f}")
