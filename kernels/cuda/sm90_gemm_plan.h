@@ -87,6 +87,16 @@ constexpr double kNoOverlapCost = 24 * 1024;
 // clusters of 8, 9 or 11 tiles: after a copy kernel 4-12 % faster than 3 or 4 on 2112x7168, 5 %
 // than 4 on 2560x4096, measured after the fit); 1024x4096 at 1-4 from 8 to 6.
 constexpr double kWindowReadWeight = 0.6;
+// wgmma ring kernel, K split more than 4 ways: a CTA's K slice shorter than 8 blocks costs 8 KB
+// for each block it lacks (its 4 warpgroups get 1-2 blocks each). Fitted to session 22's H200
+// sweep of splits 2 / 4 / 6 / 8 (docs/perf/h200_plan_refit_s22/, calls 7-8): on 1536x4096 and
+// 1024x4096 the split of 4 (4 tiles, 8 blocks; only 64 CTAs on 1024x4096) beat 6 and 8 (4-6 blocks)
+// by 4-16 % at 1-32 tokens in both orders, on 2560x4096 from 17 tokens by 1-13 %; the summed
+// excess over the best split at call 7's 16 points fell from 0.82 to 0.19 (both orders' worse).
+// It costs 2560x4096 at 9-12 tokens, which now takes the split of 4: 1.05-1.06x the split of 8's
+// time after a copy kernel, 1.03-1.04x back to back.
+constexpr int kShortSliceBlocks = 8;
+constexpr double kShortSliceBlockCost = 8 * 1024;
 constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
                                                            64 * 1024, 64 * 1024, 64 * 1024};
 constexpr int64_t kSmemBudget = 110 * 1024;
@@ -289,8 +299,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
     const double window_cost =
         token_tiles <= 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
+    const double short_slice_cost =
+        S > 4 && blocks < kShortSliceBlocks ? kShortSliceBlockCost * double(kShortSliceBlocks - blocks) : 0;
     const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
-                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost;
+                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost + short_slice_cost;
     if (best.cost < 0 || cost < best.cost) {
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
       best.chunk_blocks = chunk_for(tiles);
