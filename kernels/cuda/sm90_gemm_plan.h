@@ -91,8 +91,9 @@ constexpr double kWindowReadWeight = 0.6;
 // for each block it lacks (its 4 warpgroups get 1-2 blocks each). Fitted to session 22's H200
 // sweep of splits 2 / 4 / 6 / 8 (docs/perf/h200_plan_refit_s22/, calls 7-8): on 1536x4096 and
 // 1024x4096 the split of 4 (4 tiles, 8 blocks; only 64 CTAs on 1024x4096) beat 6 and 8 (4-6 blocks)
-// by 4-16 % at 1-32 tokens in both orders, on 2560x4096 from 17 tokens by 1-13 %; the summed
-// excess over the best split at call 7's 16 points fell from 0.82 to 0.19 (both orders' worse).
+// by 4-16 % at 1-32 tokens in both orders, on 2560x4096 from 17 tokens by 1-13 %; over the 34
+// points of calls 2 and 7 the summed excess over the best split (the worse of the two orders)
+// fell from 0.82 to 0.19 (fit_short_slice.py there).
 // It costs 2560x4096 at 9-12 tokens, which now takes the split of 4: 1.05-1.06x the split of 8's
 // time after a copy kernel, 1.03-1.04x back to back.
 constexpr int kShortSliceBlocks = 8;
