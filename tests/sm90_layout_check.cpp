@@ -9,6 +9,7 @@
 
 #include "cuda/sm90_gemm_layout.h"
 #include "cuda/sm90_gemm_plan.h"
+#include "h200_residency.h"
 
 using namespace sgl_fp8;
 using namespace sgl_fp8::sm90;
@@ -603,17 +604,12 @@ static void check_own_inbox() {
 
 // The wgmma plan's K split against the fastest of the splits measured on the H200, where the
 // measurement was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % faster after a copy
-// kernel and no more than 2 % slower back to back, or the fastest in both orders). The residency
-// is the H200's, as tools/config_ab.py --kernels recorded it for the 4-warpgroup kernel (one CTA
-// per SM): clusters of 2: 66; 3: 39; 4: 33 up to ~91 KB of shared memory, 30 above; 5: 22; 6: 17;
-// 7 and 8: 15. The 17-24-token points were measured among splits 2, 4 and 8. Not listed: points
+// kernel and no more than 2 % slower back to back, or the fastest in both orders), with the
+// H200's cluster residency (h200_residency.h). The 17-24-token points were measured among splits
+// 2, 4 and 8. Not listed: points
 // where the plan still misses the fastest split (1024x4096 at 24-32 tokens and 1536x4096 at 32
 // take 8, where 4 was 2-8 % faster; docs/sm90.md, next steps).
 static void check_measured_k_splits() {
-  auto h200_clusters = [](int S, long long smem) -> long long {
-    constexpr long long resident[kMaxClusterSize + 1] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
-    return S == 4 && smem <= 91 * 1024 ? 33 : resident[S];
-  };
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
       {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
       {4608, 4096, 4, 4},  {4608, 4096, 8, 4},  {4608, 4096, 12, 4}, {4608, 4096, 16, 4},  // 2, 3, 4
@@ -623,7 +619,7 @@ static void check_measured_k_splits() {
       {1536, 4096, 4, 4},  {1536, 4096, 8, 4},  {1536, 4096, 16, 4}, {1536, 4096, 24, 4},  // 2, 4, 6, 8
       {1024, 4096, 1, 4},  {1024, 4096, 8, 4},  {1024, 4096, 16, 4}};  // 2, 4, 6, 8
   for (const auto& m : measured) {
-    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200_clusters);
+    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
     CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
           plan.k_split, m[3]);
   }

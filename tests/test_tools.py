@@ -197,3 +197,23 @@ def test_clock_under_load_summarizes_the_busy_samples():
     assert s["power_W_median"] == 412.5  # median of 400, 420, 410, 430, 405, 415
     assert s["event_reasons"] == ["0x0000000000000000", "0x0000000000000004"]
     assert s["temperature_C"] == "48" and s["mem_MHz"] == "3201"
+
+
+def test_sm90_plan_table_builds_and_prints_each_point(tmp_path):
+    """tools/sm90_plan_table.cpp builds against the plan header and prints one line per shape and
+    token count (a shape too small for 4 tiles a CTA says that no plan fits); a malformed list is
+    a usage error."""
+    import shutil
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("g++ not found: cannot build tools/sm90_plan_table.cpp")
+    exe = tmp_path / "plans"
+    subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-I", os.path.join(REPO, "kernels"),
+                    os.path.join(TOOLS, "sm90_plan_table.cpp"), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe), "5120x4096,48x256", "1,16"], capture_output=True, text=True, check=True).stdout
+    lines = out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["5120x4096 M=1", "5120x4096 M=16", "48x256 M=1", "48x256 M=16"]
+    assert all("k_split" in line and "row groups" in line for line in lines[:2]), lines
+    assert all("no 4-warpgroup wgmma plan fits" in line for line in lines[2:]), lines
+    bad = subprocess.run([str(exe), "5120x", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr
