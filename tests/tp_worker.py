@@ -177,6 +177,11 @@ def rank_main(rank: int, world_size: int, port: int, backend: str, cases: list, 
             if cuda_graph:
                 result.update(graph_replay(case, up, down, xs, outputs, world_size, rank))
             torch.save(result, os.path.join(out_dir, f"{case.name}.rank{rank}.pt"))
+        # Both ranks past their last collective before either tears its connections down: a rank
+        # that destroyed the group while its peer was still finishing the last all-reduce aborted
+        # the peer in gloo's teardown once in CI ("terminate called without an active exception").
+        # Only on success: after an error the peer may never reach it.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
