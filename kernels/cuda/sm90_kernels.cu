@@ -45,20 +45,23 @@ GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
+// Up to 16 tokens (TOKEN_TILES 1 or 2): the co-resident variant, or the 4-warpgroup kernel with the
+// windows the plan's max_tiles needs (sm90::wgmma_instance_windows; 0 before planning).
+template <int TOKEN_TILES, bool PREQUANT>
+GemmKernel wgmma_instance_up_to_16(bool co_resident, int max_tiles) {
+  if (co_resident) return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, sm90::kCoResidentWarpGroups>;
+  return sm90::wgmma_instance_windows(TOKEN_TILES, max_tiles) > 2
+             ? sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, sm90::kWgmmaWarpGroups, 3>
+             : sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT>;
+}
+
 // token_tiles: sm90::wgmma_token_tiles (1, 2 or 4); co_resident: the 2-warpgroup variant (<= 16 tokens);
 // max_tiles: the plan's tiles a CTA (0 before planning), for sm90::wgmma_instance_windows.
 template <bool PREQUANT>
 GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles) {
-  constexpr int kCo = sm90::kCoResidentWarpGroups, kWgs = sm90::kWgmmaWarpGroups;
   switch (token_tiles) {
-    case 1:
-      if (co_resident) return sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kCo>;
-      return sm90::wgmma_instance_windows(1, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<1, PREQUANT, kWgs, 3>
-                                                             : sm90::wgmma_ring_gemm_sm90<1, PREQUANT>;
-    case 2:
-      if (co_resident) return sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kCo>;
-      return sm90::wgmma_instance_windows(2, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, PREQUANT, kWgs, 3>
-                                                             : sm90::wgmma_ring_gemm_sm90<2, PREQUANT>;
+    case 1: return wgmma_instance_up_to_16<1, PREQUANT>(co_resident, max_tiles);
+    case 2: return wgmma_instance_up_to_16<2, PREQUANT>(co_resident, max_tiles);
     default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
   }
 }

@@ -10,30 +10,12 @@ The cost is plan_wgmma_ring_gemm's with session 22's window weight (0.6) and clu
     python3 docs/perf/h200_plan_refit_s22/fit_short_slice.py
 """
 import os
-import re
+
+from config_ab_logs import parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTER_COST = {1: 0, 2: 0, 3: 80 * 1024, 4: 48 * 1024, 5: 64 * 1024, 6: 64 * 1024, 7: 64 * 1024, 8: 64 * 1024}
 WINDOW_WEIGHT = 0.6
-
-
-def parse(path, configs, data, plans):
-    point = None
-    for line in open(path):
-        m = re.match(r"^\s+(\d+)\s+(\d+)\s+fp32\s+(\d+)\s+\|(.*)$", line)
-        if m:
-            point = tuple(int(v) for v in m.groups()[:3])
-            times = {}
-            for c, v in zip(configs, re.findall(r"([\d.]+) \(", m.group(4))):
-                times.setdefault(c, []).append(float(v))
-            data[point] = {c: sum(v) / len(v) for c, v in times.items() if c != "default"}
-            continue
-        k = re.match(r"^\s+\[(\d),0,0,0,0\]:.*?wgmma_ring_gemm_sm90<.*grid \[(\d+), (\d+), 1\]", line)
-        if k and point:  # a forced split that ran the wgmma kernel: its plan
-            n, kk, _ = point
-            s, groups = int(k.group(2)), int(k.group(3))
-            tiles, blocks = -(-(n // 16) // groups), -(-(kk // 128) // s)
-            plans.setdefault((n, kk), {})[s] = (tiles, blocks, -(-tiles // 4) * 4 - tiles)
 
 
 def load(order):
