@@ -666,6 +666,66 @@ static void check_exchange_split() {
     }
 }
 
+// The partial sums' token slots (partial_token_slot): a bijection of each tile row's token_pad
+// floats that keeps float2 pairs whole, with the two relations park_partials and the direct
+// exchange use, and the banks of the two access patterns it is for: a warp's parking stores
+// (lane = 4 g + q writes tokens 8t + 2q, 2q + 1 of row g, and of row g + 8 in a second store)
+// and the epilogue's final read (lane l reads row l % 16, token m0 + l / 16). A pattern's cost is
+// the most distinct 4-byte words it asks of one bank (its shared-memory wavefronts): 2 for the
+// 256 bytes of a parking store, 1 for the 128 of a read. The plain order (slot m) is measured
+// too, so that the count is seen to catch the conflicts it had.
+static int words_per_bank(const std::vector<long long>& words) {
+  std::array<std::set<long long>, 32> banks;
+  for (long long w : words) banks[w % 32].insert(w);
+  size_t most = 0;
+  for (const auto& b : banks) most = b.size() > most ? b.size() : most;
+  return int(most);
+}
+static void check_partial_token_slots() {
+  for (int pad : {8, 16, 24, 32}) {
+    for (int row = 0; row < kTileRows; ++row) {
+      std::set<int> seen;
+      for (int m = 0; m < pad; ++m) {
+        const int s = partial_token_slot(row, m, pad);
+        CHECK(s >= 0 && s < pad, "partial_token_slot(%d, %d, %d) = %d out of the row", row, m, pad, s);
+        seen.insert(s);
+        if (m % 2 == 1) CHECK(s == partial_token_slot(row, m - 1, pad) + 1, "pad %d row %d: tokens %d, %d not a float2", pad, row, m - 1, m);
+        if (row < 8)
+          CHECK(partial_token_slot(row + 8, m, pad) == (s ^ partial_token_slot(8, 0, pad)), "pad %d: row %d + 8's slot of %d", pad, row, m);
+        CHECK(s == (partial_token_slot(row, m % 8, pad) ^ (m / 8 * 8)), "pad %d row %d: token %d's slot from its tile's", pad, row, m);
+      }
+      CHECK(int(seen.size()) == pad, "pad %d row %d: not a bijection", pad, row);
+    }
+    if (pad == 24) continue;  // the plain order (the register kernel's 3 token tiles)
+    for (bool plain : {false, true}) {
+      auto slot = [&](int row, int m) { return plain ? m : partial_token_slot(row, m, pad); };
+      int park = 0, read = 0;
+      for (int t = 0; t < pad / 8; ++t)
+        for (int half = 0; half < 2; ++half) {
+          std::vector<long long> words;
+          for (int lane = 0; lane < 32; ++lane) {
+            const int row = (lane >> 2) + 8 * half, m = 8 * t + 2 * (lane & 3);
+            words.push_back(row * pad + slot(row, m));
+            words.push_back(row * pad + slot(row, m + 1));
+          }
+          const int w = words_per_bank(words);
+          park = w > park ? w : park;
+        }
+      for (int m0 = 0; m0 < pad; m0 += 2) {
+        std::vector<long long> words;
+        for (int lane = 0; lane < 32; ++lane) words.push_back((lane % 16) * pad + slot(lane % 16, m0 + lane / 16));
+        const int w = words_per_bank(words);
+        read = w > read ? w : read;
+      }
+      if (plain) {  // what the plain order cost: 2 / 4 / 8-way parking stores, 4 / 8 / 16-way reads
+        CHECK(park == pad / 4 && read == pad / 2, "pad %d plain order: park %d read %d", pad, park, read);
+      } else {
+        CHECK(park == 2 && read == 1, "pad %d: park %d words a bank (2 is the least), read %d (1)", pad, park, read);
+      }
+    }
+  }
+}
+
 int main() {
   check_weight_units();
   check_k_permutation<false>();
@@ -679,6 +739,7 @@ int main() {
   check_measured_k_splits();
   check_small_quotient();
   check_exchange_split();
+  check_partial_token_slots();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -497,18 +497,23 @@ __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], cons
   }
 }
 
-// After a warp's last block of a tile: park its partial sums (slot [local_tile][wk]) and clear them.
+// After a warp's last block of a tile: park its partial sums (slot [local_tile][wk]; token m of a
+// row at partial_token_slot) and clear them.
 template <int TOKEN_TILES>
 __device__ __forceinline__ void park_partials(float* red, float4 (&acc)[TOKEN_TILES], int local_tile, int warps_k,
                                               int wk, int lane) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
+  // Rows g and g + 8, tokens 8t + 2q and + 1: slot (2q's slot in row g) XOR 8t, and row g + 8's
+  // slots differ from row g's by a constant (partial_token_slot).
+  constexpr int kLowerHalf = partial_token_slot(8, 0, kTokenPad);
   const int g = lane >> 2, q = lane & 3;
-  float* dst = red + (local_tile * warps_k + wk) * kTileRows * kTokenPad;
+  const int slot = partial_token_slot(g, 2 * q, kTokenPad);
+  float* dst = red + (local_tile * warps_k + wk) * kTileRows * kTokenPad + g * kTokenPad;
 #pragma unroll
   for (int t = 0; t < TOKEN_TILES; ++t) {
-    const int col = t * kTokensPerTile + 2 * q;
-    *reinterpret_cast<float2*>(dst + g * kTokenPad + col) = make_float2(acc[t].x, acc[t].y);
-    *reinterpret_cast<float2*>(dst + (g + 8) * kTokenPad + col) = make_float2(acc[t].z, acc[t].w);
+    const int s = slot ^ (t * kTokensPerTile);
+    *reinterpret_cast<float2*>(dst + s) = make_float2(acc[t].x, acc[t].y);
+    *reinterpret_cast<float2*>(dst + 8 * kTokenPad + (s ^ kLowerHalf)) = make_float2(acc[t].z, acc[t].w);
     acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
@@ -598,7 +603,7 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
-    const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + m;
+    const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + partial_token_slot(row, m, kTokenPad);
     float sum = slots[0];
 #pragma unroll
     for (int r = 1; r < kMaxClusterSize; ++r)  // a compile-time bound, as above

@@ -213,6 +213,26 @@ SGL_FP8_HD int act_fp8_offset(int lb, int token, int token_pad, int k) {
 // swizzle acts on the 16-byte piece index (lg / 2) + (lanes / 2) p, whose bits from lanes / 2 up
 // are p's alone. One XOR instead of the offset's index math per piece.
 SGL_FP8_HD int act_fp8_piece_offset(int lane_offset, int lanes, int p) { return lane_offset ^ (8 * lanes * p); }
+// Where token m's partial sum of tile row `row` (0..15) sits in its row of token_pad floats: in
+// the parked partials, the cluster's inbox and the co-resident variant's inbox (every kernel's
+// epilogue). The plain order (slot m) put, at 32 tokens, one token of the 16 rows the final read
+// takes row-fastest in one bank (16-way conflicts) and the rows g of a warp's parking stores in
+// the same banks (8-way); at 16 tokens 8-way and 4-way. The slot m XOR an even per-row constant
+// keeps float2 pairs (parking, st.async) and float4 runs (the warps' sum) whole and spreads both
+// patterns over all banks (tests/sm90_layout_check.cpp counts them). Pads other than 8, 16 and
+// 32 (24: the register kernel's three token tiles) keep the plain order.
+SGL_FP8_HD constexpr int partial_token_slot(int row, int m, int token_pad) {
+  int x = 0;
+  if (token_pad == 8) {
+    x = 2 * ((row >> 2) & 3);  // rows r and r + 4k share banks 8 (r % 4) ..: 4 distinct pairs
+  } else if (token_pad == 16) {
+    const int j = (row >> 1) & 7;  // rows 2j and 2j + 1 fill one 32-bank line
+    x = 2 * (((j & 1) << 2) | (j >> 1));
+  } else if (token_pad == 32) {
+    x = 8 * (row & 3) + 2 * ((row >> 2) & 3);  // a row is a whole bank line
+  }
+  return m ^ x;
+}
 // Where weight byte (row, k) of the CTA's block lb sits in the ring (rows = the CTA's rows).
 SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
   return (int64_t(lb) * rows + row) * kBlockK + ((((k >> 4) ^ (row & 7))) << 4) + (k & 15);

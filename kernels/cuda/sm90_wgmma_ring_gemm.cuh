@@ -107,7 +107,7 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
-    const float* cell = inbox + row * kTokenPad + m;
+    const float* cell = inbox + row * kTokenPad + partial_token_slot(row, m, kTokenPad);
     float sum = 0.f;
     // Compile-time loop bounds (with runtime ones ptxas unrolls each loop 16 times over: cold code).
 #pragma unroll
@@ -431,14 +431,15 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         const int owner = split.owner(tile);
         const int owned_index = tile - split.first_tile(owner);
         const int slot = direct_inbox_slot(owned_index, rank, wg, a.k_split, WGS);
-        const uint32_t base = inbox_address + uint32_t(slot * kTileRows * kTokenPad + g * kTokenPad + 2 * q) * 4;
+        const uint32_t base = inbox_address + uint32_t(slot * kTileRows * kTokenPad + g * kTokenPad) * 4;
         const uint32_t remote = cluster_address(base, uint32_t(owner));
         const uint32_t remote_bar = cluster_address(inbox_bar, uint32_t(owner));
 #pragma unroll
-        for (int t = 0; t < TOKEN_TILES; ++t) {
-          store_async_to_cluster(remote + uint32_t(t * kTokensPerTile) * 4, acc[w][t].x, acc[w][t].y, remote_bar);
-          store_async_to_cluster(remote + uint32_t(8 * kTokenPad + t * kTokensPerTile) * 4, acc[w][t].z, acc[w][t].w,
-                                 remote_bar);
+        for (int t = 0; t < TOKEN_TILES; ++t) {  // rows g and g + 8, tokens 8t + 2q and + 1 (as park_partials)
+          const int s = partial_token_slot(g, 2 * q, kTokenPad) ^ (t * kTokensPerTile);
+          store_async_to_cluster(remote + uint32_t(s) * 4, acc[w][t].x, acc[w][t].y, remote_bar);
+          store_async_to_cluster(remote + uint32_t(8 * kTokenPad + (s ^ partial_token_slot(8, 0, kTokenPad))) * 4,
+                                 acc[w][t].z, acc[w][t].w, remote_bar);
         }
       }
       return;
