@@ -280,16 +280,18 @@ def main(args) -> int:
              f"{os.path.join(out_dir, dispatch.table_filename(device_name))}")
     result = tune(shapes, sorted(set(ms)), args.copies, args.replays, args.margin, torch.device("cuda"), args.after)
     print_table(result)
-    kept = merge_existing(result, os.path.join(out_dir, dispatch.table_filename(device_name)), shapes)
+    kept = merge_existing(result, os.path.join(out_dir, dispatch.table_filename(device_name)))
     path = write_table(result, out_dir)
     print(f"\nwrote {path} ({len(result['entries'])} entries"
-          + (f", {kept} of them kept from the previous table for shapes not tuned now)" if kept else ")"))
+          + (f", {kept} of them kept from the previous table for points not tuned now)" if kept else ")"))
     return 1 if result["failures"] else 0
 
 
-def merge_existing(result: dict, path: str, shapes) -> int:
-    """Keeps the entries of an existing table of the same device for shapes not tuned in this run
-    (so the table can be built in several runs); returns how many were kept."""
+def merge_existing(result: dict, path: str) -> int:
+    """Keeps the entries of an existing table of the same device for the points (shape, scale
+    format, M) this run did not tune, so that a table can be built or refreshed in several runs
+    (other shapes, or only some M buckets); a point tuned now replaces its old entry in place, and
+    points new to the table follow in this run's order. Returns how many entries were kept."""
     if not os.path.isfile(path):
         return 0
     try:
@@ -302,14 +304,25 @@ def merge_existing(result: dict, path: str, shapes) -> int:
     if device != result["device"]:
         progress(f"the existing {path} is replaced (it is for {device!r})")
         return 0
-    tuned = {(n, k) for n, k in shapes}
-    kept = [e for e in old["entries"] if (e["N"], e["K"]) not in tuned]
-    for e in kept:  # the top-level torch/git describe this run: kept entries say where they came from
+
+    def point(e):
+        return e["N"], e["K"], e["scale"], e["M"]
+
+    tuned = {point(e): e for e in result["entries"]}
+    merged, kept = [], 0
+    for e in old["entries"]:
+        if point(e) in tuned:
+            merged.append(tuned.pop(point(e)))
+            continue
+        # the top-level torch/git describe this run: kept entries say where they came from
         e.setdefault("torch", old.get("torch"))
         e.setdefault("git", old.get("git"))
         e.setdefault("after", old.get("after", "none"))  # tables before session 18 were timed back to back
-    result["entries"] = kept + result["entries"]
-    return len(kept)
+        merged.append(e)
+        kept += 1
+    merged += [e for e in result["entries"] if point(e) in tuned]
+    result["entries"] = merged
+    return kept
 
 
 def write_table(result: dict, out_dir: str) -> str:

@@ -278,17 +278,23 @@ def test_tune_times_each_call_after_a_copy_of_its_input(monkeypatch):
         tune.tune([(272, 512)], [1], copies=2, replays=1, margin=0.03, device=torch.device("cpu"), after="flush")
 
 
-def test_tune_merges_the_previous_table_for_other_shapes(tmp_path):
-    def entry(n, m, path):
-        return {"N": n, "K": 1024, "scale": "fp32", "M": m, "path": path, "config": None, "us": 1.0}
+def test_tune_merges_the_previous_table_for_other_points(tmp_path):
+    def entry(n, m, path, scale="fp32"):
+        return {"N": n, "K": 1024, "scale": scale, "M": m, "path": path, "config": None, "us": 1.0}
 
     path = tmp_path / "nvidia_h200.json"
     path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "old", "git": "abc",
-                                "entries": [entry(8192, 1, "fused"), entry(4096, 1, "unfused")]}))
-    result = {"device": "NVIDIA H200", "torch": "new", "git": "def", "entries": [entry(4096, 1, "fused")]}
-    assert tune.merge_existing(result, str(path), [(4096, 1024)]) == 1
-    assert [(e["N"], e["path"], e.get("git")) for e in result["entries"]] == [(8192, "fused", "abc"), (4096, "fused", None)]
+                                "entries": [entry(8192, 1, "fused"), entry(4096, 1, "unfused"),
+                                            entry(4096, 16, "unfused"), entry(4096, 16, "unfused", "e8m0")]}))
+    # a run that tuned 4096x1024 fp32 at M = 16 and 32 only: M = 1 and the e8m0 entry are kept, M = 16
+    # is replaced in place, M = 32 (new to the table) follows
+    result = {"device": "NVIDIA H200", "torch": "new", "git": "def",
+              "entries": [entry(4096, 16, "fused"), entry(4096, 32, "fused")]}
+    assert tune.merge_existing(result, str(path)) == 3
+    assert [(e["N"], e["M"], e["scale"], e["path"], e.get("git")) for e in result["entries"]] == [
+        (8192, 1, "fp32", "fused", "abc"), (4096, 1, "fp32", "unfused", "abc"), (4096, 16, "fp32", "fused", None),
+        (4096, 16, "e8m0", "unfused", "abc"), (4096, 32, "fp32", "fused", None)]
     other = {"device": "NVIDIA H100", "entries": [entry(4096, 1, "fused")]}
-    assert tune.merge_existing(other, str(path), [(4096, 1024)]) == 0 and len(other["entries"]) == 1
+    assert tune.merge_existing(other, str(path)) == 0 and len(other["entries"]) == 1
     path.write_text("{")
-    assert tune.merge_existing(result, str(path), [(4096, 1024)]) == 0
+    assert tune.merge_existing(result, str(path)) == 0
