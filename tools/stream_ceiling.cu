@@ -288,13 +288,118 @@ struct TensorShare {
   const uint32_t* scales;
   int scale_words;
   int scale_loads;
+  int consumer;  // what the 4 warpgroups do with each K block once its box lands (Consumer); 0: nothing
 };
+
+// ---- consumers: the fused kernel's shared-memory reads, without its prologue and epilogue --------
+// (session 23, --smem-reads). Warpgroup wg takes the CTA's K blocks wg, wg + 4, ... as the fused
+// kernel does (512 threads), waits for each block's box and reads the block's bytes one way:
+enum Consumer : int {
+  kNoConsumer = 0,
+  kWindows = 1,      // the fused kernel's MMAs: m64n8k32 (SS) over its 64-row windows (2 for 5 tiles, the
+                     // second overlapping the first: 8 tiles' bytes read a block), 8 tokens of B
+  kOneWindow = 2,    // only the first window: 4 tiles' bytes a block
+  kSwapped = 3,      // the weight as B (N = the CTA's rows, 64 or 80) and 64 token rows as A from
+                     // registers (zeros): each weight byte read once, no A bytes from shared memory
+};
+
+// m64nNk32, A from registers, B from shared memory (N = 64 or 80: the CTA's rows), into d[N / 2].
+template <int N>
+__device__ __forceinline__ void wgmma_rs_tokens_as_a(float (&d)[N / 2], uint32_t a, uint64_t b_desc);
+template <>
+__device__ __forceinline__ void wgmma_rs_tokens_as_a<64>(float (&d)[32], uint32_t a, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
+      "%23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a), "r"(a), "r"(a), "r"(a), "l"(b_desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_rs_tokens_as_a<80>(float (&d)[40], uint32_t a, uint64_t b_desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n80k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, "
+      "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39}, {%40, %41, %42, %43}, "
+      "%44, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])
+      : "r"(a), "r"(a), "r"(a), "r"(a), "l"(b_desc), "r"(1));
+}
+
+// One warpgroup's blocks under CONSUMER, TILES = the plan's most tiles a CTA (4 or 5). block_lo(lb)
+// is block lb's descriptor low word (sgl_fp8::sm90::smem_descriptor_sw128_lo), box_bar(lb) the
+// barrier of its box; b_lo the 8-token B block (kWindows, kOneWindow). Returns a fold of what it
+// computed, which the caller stores, so that nothing is dead code.
+template <int CONSUMER, int TILES, typename BlockLo, typename BoxBar>
+__device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, uint32_t b_lo, BlockLo block_lo,
+                                                   BoxBar box_bar) {
+  using namespace sgl_fp8::sm90;
+  const int wg = threadIdx.x / 128;
+  uint32_t fold = 0;
+  if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow) {
+    constexpr int kWindowCount = CONSUMER == kOneWindow ? 1 : (TILES + 3) / 4;
+    float4 d[kWindowCount];
+#pragma unroll
+    for (int w = 0; w < kWindowCount; ++w) d[w] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = 0; i < nblocks / 4; ++i) {  // as kSwapped's loop
+      const int lb = wg + 4 * i;
+      mbar_wait(box_bar(lb), 0);
+      wgmma_fence();
+      const uint32_t a_lo = block_lo(lb);
+#pragma unroll
+      for (int w = 0; w < kWindowCount; ++w) {
+        const int tile0 = 4 * w + 4 <= ntiles ? 4 * w : ntiles - 4;  // the fused kernel's wgmma_window_tile
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_m64n8k32_e4m3(d[w], smem_descriptor_sw128_from_lo(a_lo + uint32_t(tile0 * 16 * 128 / 16) + 2 * ks),
+                              smem_descriptor_sw128_from_lo(b_lo + 2 * ks), true);
+      }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int w = 0; w < kWindowCount; ++w) fold ^= __float_as_uint(d[w].x + d[w].y + d[w].z + d[w].w);
+  } else if constexpr (CONSUMER == kSwapped) {
+    constexpr int kN = 16 * TILES;
+    float d[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) d[i] = 0.f;
+    // A trip count uniform over the CTA (nblocks % 4 == 0, the host checks): with lb < nblocks as
+    // the loop's condition ptxas serialized these wgmma (C7518).
+    for (int i = 0; i < nblocks / 4; ++i) {
+      const int lb = wg + 4 * i;
+      mbar_wait(box_bar(lb), 0);
+      wgmma_fence();
+      const uint32_t b_block_lo = block_lo(lb);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_tokens_as_a<kN>(d, 0u, smem_descriptor_sw128_from_lo(b_block_lo + 2 * ks));
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) fold ^= __float_as_uint(d[i]);
+  }
+  return fold;
+}
 
 // CTA (rank = blockIdx.x, group = blockIdx.y) of a (k_split, groups) grid reads tiles
 // [group * tiles / groups, (group + 1) * tiles / groups) x blocks [rank * kblocks / k_split, ...),
 // box c = blocks c * box_blocks .. of the slice (the last box may pass the slice: the fused
 // kernel reads and ignores those bytes too). out[CTA] = XOR over its boxes of the first 32-bit
 // word of each 16-byte piece of the box's row 0 (the swizzle permutes pieces within a row only).
+// CONSUMER (512 threads only): the warpgroups' reads of each landed block (consume_blocks), TILES
+// the plan's most tiles a CTA (4 or 5); the 8-token B block of kWindows / kOneWindow lies after the
+// slots (1 KB, never written: its bytes do not matter to the timing).
+template <int CONSUMER, int TILES>
 __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constant__ CUtensorMap map,
                                                                       const __grid_constant__ CUtensorMap map_short,
                                                                       const TensorShare share,
@@ -307,7 +412,7 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   const bool loads_scale = int(threadIdx.x) < share.scale_loads;
   const uint32_t scale_word = loads_scale ? __ldg(share.scales + (cta * share.scale_loads + threadIdx.x) % share.scale_words) : 0u;
   const bool everyone = blockDim.x > 32;  // the fused kernel's shape: every thread waits
-  if (threadIdx.x != 0 && !everyone) return;
+  if (CONSUMER == kNoConsumer && threadIdx.x != 0 && !everyone) return;  // (a consumer's CTA: 512 threads)
   const int rank = blockIdx.x, group = blockIdx.y;
   const int tile_begin = int((long long)group * share.tiles / gridDim.y);
   const int tile_end = int((long long)(group + 1) * share.tiles / gridDim.y);
@@ -337,6 +442,18 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   if (threadIdx.x == 0)
     for (int c = early; c < chunks; ++c) issue(c);
   uint32_t acc = 0;
+  if constexpr (CONSUMER != kNoConsumer) {
+    const int nblocks = kb_end - kb_begin;
+    const uint32_t block_bytes = uint32_t(ntiles) * 16u * 128u;
+    auto block_lo = [&](int lb) {
+      const int c = lb / share.box_blocks, b = lb - c * share.box_blocks;
+      return sgl_fp8::sm90::smem_descriptor_sw128_lo(base + uint32_t(c) * slot_bytes + uint32_t(b) * block_bytes);
+    };
+    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
+    const uint32_t b_lo = sgl_fp8::sm90::smem_descriptor_sw128_lo(base + uint32_t(chunks) * slot_bytes);
+    const uint32_t fold = consume_blocks<CONSUMER, TILES>(nblocks, ntiles, b_lo, block_lo, box_bar);
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
+  }
   for (int c = 0; c < chunks; ++c) {
     mbar_wait(bar_base + 8u * uint32_t(c), 0);
     // Row 0's eight 16-byte pieces, whichever order the swizzle left them in.
@@ -359,6 +476,12 @@ template <auto KERNEL>
 cudaError_t allow_ring_smem() {
   static const cudaError_t e = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
   return e;
+}
+// The same for a kernel chosen at run time (the tensor variant's instances): set on every launch,
+// which is as cheap (a host-side attribute).
+template <typename Kernel>
+cudaError_t allow_ring_smem_of(Kernel kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
 }
 
 cudaLaunchConfig_t make_config(int grid, int block, size_t smem, int pdl, void* stream,
@@ -434,7 +557,7 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
 // groups <= tiles. Returns cudaErrorInvalidValue where the shares do not fit shared memory.
 int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, int k_split, int groups,
                           int box_blocks, int early, int evict_first, int cluster, int threads, int scale_loads,
-                          int pdl, void* stream) {
+                          int consumer, int pdl, void* stream) {
   if (w == nullptr || out == nullptr || n % 16 != 0 || k % 128 != 0 || k_split < 1 || k_split > 8 || groups < 1 ||
       box_blocks < 1 || (reinterpret_cast<uintptr_t>(w) & 15) != 0)
     return int(cudaErrorInvalidValue);
@@ -451,16 +574,21 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.scales = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w) + n * k);
   share.scale_words = int((n + 127) / 128 * (k / 128));
   share.scale_loads = scale_loads;
+  share.consumer = consumer;
+  // consumers: 512 threads, CTAs of at most 4 or 5 tiles (the K split of 2 on the Qwen shapes)
+  if (consumer < kNoConsumer || consumer > kSwapped ||
+      (consumer != kNoConsumer && (threads != 512 || share.max_tiles < 4 || share.max_tiles > 5 ||
+                                   share.kblocks % (4 * k_split) != 0)))
+    return int(cudaErrorInvalidValue);
   const int max_blocks = (share.kblocks + k_split - 1) / k_split;
   const int chunks = (max_blocks + box_blocks - 1) / box_blocks;
-  const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks;
+  const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks + (consumer ? 1024 : 0);
   if (chunks > kMaxStages || smem > kMaxRingBytes) return int(cudaErrorInvalidValue);
   CUtensorMap map, map_short;
   using sgl_fp8::sm90::encode_ring_weight_map;
   if (!encode_ring_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
   if (!encode_ring_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
     return int(cudaErrorInvalidValue);
-  if (const cudaError_t e = allow_ring_smem<stream_tensor_kernel>(); e != cudaSuccess) return int(e);
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t config = make_config(1, threads, size_t(smem), pdl, stream, &attrs[0]);
   config.gridDim = dim3(unsigned(k_split), unsigned(groups), 1);
@@ -471,7 +599,17 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
     attrs[config.numAttrs].val.clusterDim.z = 1;
     ++config.numAttrs;
   }
-  return int(cudaLaunchKernelEx(&config, stream_tensor_kernel, map, map_short, share, static_cast<uint32_t*>(out)));
+  auto launch = [&](auto kernel) -> int {
+    if (const cudaError_t e = allow_ring_smem_of(kernel); e != cudaSuccess) return int(e);
+    return int(cudaLaunchKernelEx(&config, kernel, map, map_short, share, static_cast<uint32_t*>(out)));
+  };
+  const bool five = share.max_tiles == 5;
+  switch (consumer) {
+    case kWindows: return five ? launch(stream_tensor_kernel<kWindows, 5>) : launch(stream_tensor_kernel<kWindows, 4>);
+    case kOneWindow: return five ? launch(stream_tensor_kernel<kOneWindow, 5>) : launch(stream_tensor_kernel<kOneWindow, 4>);
+    case kSwapped: return five ? launch(stream_tensor_kernel<kSwapped, 5>) : launch(stream_tensor_kernel<kSwapped, 4>);
+    default: return launch(stream_tensor_kernel<kNoConsumer, 4>);
+  }
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record

@@ -13,7 +13,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
     cost), and the best figure here is the realistic target for the fused kernel.
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
-    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies] [--replays 20]
+    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -21,6 +21,10 @@ weight exactly as the fused wgmma ring kernel does (its K-split partition, its 3
 box, evict_first), with and without a cluster launch, every box at entry or half of them after
 griddepcontrol.wait; next to them the bulk references and, where the extension is built, the fused
 op itself and its copies-alone variant, all in the same run.
+--smem-reads (session 23) asks what reading the landed weight from shared memory costs the stream
+and whether the way it is read matters: the fused kernel's copies with its 4 warpgroups reading
+each block as it lands, as its MMAs do (windows), through one window, or as wgmma's B operand
+(the weight read once, no A bytes) (smem_read_variants).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -85,7 +89,8 @@ class Variant:
             text = (f"tensor k_split={p['k_split']} {box} {'all' if p['early_half'] == 0 else 'half'} at entry"
                     f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}"
                     f"{' 512 threads' if p.get('threads', 32) == 512 else ''}"
-                    f"{' scale loads' if p.get('scale_loads', 0) else ''}")
+                    f"{' scale loads' if p.get('scale_loads', 0) else ''}"
+                    f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -133,6 +138,25 @@ def plan_copy_variants() -> List[Variant]:
         tensor(early_half=1, threads=512),
         tensor(early_half=1, threads=512, scale_loads=80),
     ]
+
+
+# What the tensor variant's 4 warpgroups do with each landed K block (stream_tensor_kernel's Consumer).
+CONSUMER_NAMES = {1: "SS windows (the MMAs)", 2: "SS one window", 3: "swapped RS (weight as B)"}
+
+
+def smem_read_variants() -> List[Variant]:
+    """Session 23: what reading the landed weight from shared memory costs the stream, by the way
+    it is read. The fused kernel's copies in its order (512 threads, half the boxes after
+    griddepcontrol.wait, K split 2), then the same with its 4 warpgroups reading each K block as it
+    lands: the fused kernel's MMAs (m64n8k32 over its 64-row windows: 8 tiles' bytes a block for
+    5 tiles), one window only (4 tiles' bytes), the weight as wgmma's B operand (m64n80k32 or
+    m64n64k32, tokens as A in registers: each byte read once, A from no shared memory). No
+    prologue, no epilogue, no block scales. (Plain ld.shared of the windows' bytes, session 19's
+    diagnostic, was a fourth consumer; it faulted on the H200, illegal instruction, and was left out.)"""
+    def tensor(consumer):
+        return Variant("tensor", {"k_split": 2, "box_blocks": 0, "early_half": 1, "cluster": 1, "evict_first": 1,
+                                  "threads": 512, "scale_loads": 0, "consumer": consumer, "ctas_per_sm": 1})
+    return [tensor(c) for c in (0, 1, 2, 3)]
 
 
 def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
@@ -204,7 +228,7 @@ class Kernels:
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
-        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -227,7 +251,7 @@ class Kernels:
             g = tensor_geometry(v, n, k, sms)
             code = self.lib.stream_ceiling_tensor(buf_ptr, n, k, out_ptr, p["k_split"], g["groups"], g["box_blocks"],
                                                   g["early"], p["evict_first"], p["cluster"], p["threads"],
-                                                  p["scale_loads"], v.pdl, stream)
+                                                  p["scale_loads"], p.get("consumer", 0), v.pdl, stream)
         elif v.kind == "ldg":
             code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
                                                stream)
@@ -331,8 +355,8 @@ def run(args) -> dict:
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
-    variants = (plan_copy_variants() if args.plan_copies else copy_size_variants() if args.copy_sizes
-                else quick_variants() if args.quick else all_variants())
+    variants = (plan_copy_variants() if args.plan_copies else smem_read_variants() if args.smem_reads
+                else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
 
     tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
     kernels = Kernels(build_library(tmp))
@@ -394,7 +418,7 @@ def run(args) -> dict:
             progress(f"[{done}/{total}] N={n} K={k} {v.name}: {us:.2f} us (floor {floor_us:.2f}, "
                      f"floor/us {floor_us / us:.3f})")
         del words
-        if args.plan_copies:
+        if args.plan_copies or args.smem_reads:
             rows.extend(fused_rows(n, k, floor_us, copies, args.replays, device))
     progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
     del pool, out
@@ -483,6 +507,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--copy-sizes", action="store_true", help="bulk copies of 2-32 KB at the same bytes in flight")
     parser.add_argument("--plan-copies", action="store_true",
                         help="the fused kernel's copy pattern piece by piece, beside bulk copies and the fused op")
+    parser.add_argument("--smem-reads", action="store_true",
+                        help="the fused kernel's copies with its warpgroups reading each landed block: its MMAs, "
+                        "one window, the weight as wgmma's B operand (session 23)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
