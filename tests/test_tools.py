@@ -139,6 +139,21 @@ def test_ncu_stall_regions(tmp_path):
     assert runs[0][2:5] == (192, 7, 4)
 
 
+def test_stream_ceiling_smem_read_variants_meet_the_consumer_kernels_conditions():
+    """tools/stream_ceiling.py --smem-reads: every variant has its own name, and on the Qwen shapes
+    (132 SMs) its partition is one the consumer kernels take (stream_ceiling_tensor refuses others):
+    CTAs of at most 4 or 5 tiles, K blocks a multiple of 4 a CTA (one per warpgroup a round)."""
+    sc = load_tool("stream_ceiling")
+    variants = sc.smem_read_variants()
+    assert len({v.name for v in variants}) == len(variants) == 4
+    assert sorted(v.params["consumer"] for v in variants) == [0, 1, 2, 3]
+    for n, k in ((5120, 4096), (4608, 4096), (4096, 2048)):
+        for v in variants:
+            g = sc.tensor_geometry(v, n, k, 132)
+            assert v.params["threads"] == 512 and g["max_tiles"] in (4, 5), (n, k, g)
+            assert (k // 128) % (4 * v.params["k_split"]) == 0
+
+
 def test_stream_ceiling_tensor_fold_matches_an_emulated_copy():
     """tools/stream_ceiling.py's tensor variant: the checksum the host expects equals one taken
     from an emulation of the kernel's copies (each box laid out as the 3-D map with the 128-byte
