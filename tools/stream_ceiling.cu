@@ -301,7 +301,20 @@ enum Consumer : int {
   kOneWindow = 2,    // only the first window: 4 tiles' bytes a block
   kSwapped = 3,      // the weight as B (N = the CTA's rows, 64 or 80) and 64 token rows as A from
                      // registers (zeros): each weight byte read once, no A bytes from shared memory
+  kOneWindowTail = 4,  // kOneWindow, and a fifth tile (TILES = 5) by mma.sync.m16n8k32: warp q of the
+                       // warpgroup takes K step q of the tile (its A fragment by ld.shared), so the
+                       // tile's bytes are read once and no 64-row instruction is spent on 16 rows
 };
+
+// D (16 x 8, fp32) += A (16 x 32 e4m3, rows g / g + 8, K bytes 4q / 16 + 4q) * B (32 x 8, token g).
+__device__ __forceinline__ void mma_m16n8k32_e4m3(float4& d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                  uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d.x), "+f"(d.y), "+f"(d.z), "+f"(d.w)
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 
 // m64nNk32, A from registers, B from shared memory (N = 64 or 80: the CTA's rows), into d[N / 2].
 template <int N>
@@ -339,14 +352,19 @@ __device__ __forceinline__ void wgmma_rs_tokens_as_a<80>(float (&d)[40], uint32_
 // is block lb's descriptor low word (sgl_fp8::sm90::smem_descriptor_sw128_lo), box_bar(lb) the
 // barrier of its box; b_lo the 8-token B block (kWindows, kOneWindow). Returns a fold of what it
 // computed, which the caller stores, so that nothing is dead code.
-template <int CONSUMER, int TILES, typename BlockLo, typename BoxBar>
+template <int CONSUMER, int TILES, typename BlockLo, typename BoxBar, typename BlockAt>
 __device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, uint32_t b_lo, BlockLo block_lo,
-                                                   BoxBar box_bar) {
+                                                   BoxBar box_bar, BlockAt block_at, const uint8_t* b_block) {
   using namespace sgl_fp8::sm90;
   const int wg = threadIdx.x / 128;
   uint32_t fold = 0;
-  if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow) {
-    constexpr int kWindowCount = CONSUMER == kOneWindow ? 1 : (TILES + 3) / 4;
+  if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow || CONSUMER == kOneWindowTail) {
+    constexpr int kWindowCount = CONSUMER == kWindows ? (TILES + 3) / 4 : 1;
+    constexpr bool kTail = CONSUMER == kOneWindowTail && TILES == 5;
+    const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, ks_of_warp = (threadIdx.x / 32) % 4;
+    float4 tail = make_float4(0.f, 0.f, 0.f, 0.f);
+    // byte k of row r of a block under the 128-byte swizzle (sm90_gemm_layout.h's wgmma_ring_offset)
+    auto swizzled = [](int r, int k) { return r * 128 + ((((k >> 4) ^ (r & 7))) << 4) + (k & 15); };
     float4 d[kWindowCount];
 #pragma unroll
     for (int w = 0; w < kWindowCount; ++w) d[w] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -364,8 +382,17 @@ __device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, uint
                               smem_descriptor_sw128_from_lo(b_lo + 2 * ks), true);
       }
       wgmma_commit();
+      if constexpr (kTail) {  // rows 64.. of the block (the fifth tile), K step ks_of_warp
+        const uint8_t* block = block_at(lb);
+        const int k = 32 * ks_of_warp + 4 * q;
+        auto word = [](const uint8_t* base, int offset) { return *reinterpret_cast<const uint32_t*>(base + offset); };
+        mma_m16n8k32_e4m3(tail, word(block, swizzled(64 + g, k)), word(block, swizzled(72 + g, k)),
+                          word(block, swizzled(64 + g, k + 16)), word(block, swizzled(72 + g, k + 16)),
+                          word(b_block, swizzled(g, k)), word(b_block, swizzled(g, k + 16)));
+      }
     }
     wgmma_wait<0>();
+    fold ^= __float_as_uint(tail.x + tail.y + tail.z + tail.w);
 #pragma unroll
     for (int w = 0; w < kWindowCount; ++w) fold ^= __float_as_uint(d[w].x + d[w].y + d[w].z + d[w].w);
   } else if constexpr (CONSUMER == kSwapped) {
@@ -451,7 +478,12 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     };
     auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
     const uint32_t b_lo = sgl_fp8::sm90::smem_descriptor_sw128_lo(base + uint32_t(chunks) * slot_bytes);
-    const uint32_t fold = consume_blocks<CONSUMER, TILES>(nblocks, ntiles, b_lo, block_lo, box_bar);
+    auto block_at = [&](int lb) {
+      const int c = lb / share.box_blocks, b = lb - c * share.box_blocks;
+      return slots + size_t(c) * slot_bytes + size_t(b) * block_bytes;
+    };
+    const uint32_t fold = consume_blocks<CONSUMER, TILES>(nblocks, ntiles, b_lo, block_lo, box_bar, block_at,
+                                                          slots + size_t(chunks) * slot_bytes);
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
   }
   for (int c = 0; c < chunks; ++c) {
@@ -576,7 +608,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.scale_loads = scale_loads;
   share.consumer = consumer;
   // consumers: 512 threads, CTAs of at most 4 or 5 tiles (the K split of 2 on the Qwen shapes)
-  if (consumer < kNoConsumer || consumer > kSwapped ||
+  if (consumer < kNoConsumer || consumer > kOneWindowTail ||
       (consumer != kNoConsumer && (threads != 512 || share.max_tiles < 4 || share.max_tiles > 5 ||
                                    share.kblocks % (4 * k_split) != 0)))
     return int(cudaErrorInvalidValue);
@@ -608,6 +640,8 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
     case kWindows: return five ? launch(stream_tensor_kernel<kWindows, 5>) : launch(stream_tensor_kernel<kWindows, 4>);
     case kOneWindow: return five ? launch(stream_tensor_kernel<kOneWindow, 5>) : launch(stream_tensor_kernel<kOneWindow, 4>);
     case kSwapped: return five ? launch(stream_tensor_kernel<kSwapped, 5>) : launch(stream_tensor_kernel<kSwapped, 4>);
+    case kOneWindowTail:
+      return five ? launch(stream_tensor_kernel<kOneWindowTail, 5>) : launch(stream_tensor_kernel<kOneWindowTail, 4>);
     default: return launch(stream_tensor_kernel<kNoConsumer, 4>);
   }
 }

@@ -23,8 +23,9 @@ griddepcontrol.wait; next to them the bulk references and, where the extension i
 op itself and its copies-alone variant, all in the same run.
 --smem-reads (session 23) asks what reading the landed weight from shared memory costs the stream
 and whether the way it is read matters: the fused kernel's copies with its 4 warpgroups reading
-each block as it lands, as its MMAs do (windows), through one window, or as wgmma's B operand
-(the weight read once, no A bytes) (smem_read_variants).
+each block as it lands, as its MMAs do (windows), through one window, as wgmma's B operand (the
+weight read once, no A bytes), or through one window and the fifth tile by mma.sync
+(smem_read_variants).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -141,7 +142,8 @@ def plan_copy_variants() -> List[Variant]:
 
 
 # What the tensor variant's 4 warpgroups do with each landed K block (stream_tensor_kernel's Consumer).
-CONSUMER_NAMES = {1: "SS windows (the MMAs)", 2: "SS one window", 3: "swapped RS (weight as B)"}
+CONSUMER_NAMES = {1: "SS windows (the MMAs)", 2: "SS one window", 3: "swapped RS (weight as B)",
+                  4: "SS one window + mma.sync tail"}
 
 
 def smem_read_variants() -> List[Variant]:
@@ -150,13 +152,14 @@ def smem_read_variants() -> List[Variant]:
     griddepcontrol.wait, K split 2), then the same with its 4 warpgroups reading each K block as it
     lands: the fused kernel's MMAs (m64n8k32 over its 64-row windows: 8 tiles' bytes a block for
     5 tiles), one window only (4 tiles' bytes), the weight as wgmma's B operand (m64n80k32 or
-    m64n64k32, tokens as A in registers: each byte read once, A from no shared memory). No
-    prologue, no epilogue, no block scales. (Plain ld.shared of the windows' bytes, session 19's
+    m64n64k32, tokens as A in registers: each byte read once, A from no shared memory), and one
+    window with the fifth tile by mma.sync.m16n8k32 (warp q of a warpgroup takes K step q of it).
+    No prologue, no epilogue, no block scales. (Plain ld.shared of the windows' bytes, session 19's
     diagnostic, was a fourth consumer; it faulted on the H200, illegal instruction, and was left out.)"""
     def tensor(consumer):
         return Variant("tensor", {"k_split": 2, "box_blocks": 0, "early_half": 1, "cluster": 1, "evict_first": 1,
                                   "threads": 512, "scale_loads": 0, "consumer": consumer, "ctas_per_sm": 1})
-    return [tensor(c) for c in (0, 1, 2, 3)]
+    return [tensor(c) for c in (0, 1, 2, 3, 4)]
 
 
 def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
@@ -509,7 +512,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="the fused kernel's copy pattern piece by piece, beside bulk copies and the fused op")
     parser.add_argument("--smem-reads", action="store_true",
                         help="the fused kernel's copies with its warpgroups reading each landed block: its MMAs, "
-                        "one window, the weight as wgmma's B operand (session 23)")
+                        "one window, the weight as wgmma's B operand, one window + an mma.sync fifth tile "
+                        "(session 23)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
