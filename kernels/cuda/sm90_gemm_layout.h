@@ -259,15 +259,18 @@ SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !inbox_over_activations && k_split > 1;
 }
-// The 4-warpgroup kernel's async exchange (K split, an inbox of its own): the CTA still parks and sums
-// its warpgroups' partials, then stores each tile's sum by st.async into the finishing CTA's
-// inbox, counted in bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster
-// barrier (whose release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements).
-// H200, binary against binary (docs/sm90.md, session 15): bench 0.955x the time at M = 8-16
-// (0.89x at best), level at M <= 4 and M = 32; the decode step level. At 32 tokens, with an inbox
-// of its own (session 20, binary against binary): 0.96-0.97x the time on 4096x2048 and 4608x4096.
-SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
-  return warpgroups == kWgmmaWarpGroups && !inbox_over_activations && k_split > 1;
+// The 4-warpgroup kernel's async exchange (K split): the CTA still parks and sums its warpgroups'
+// partials, then stores each tile's sum by st.async into the finishing CTA's inbox, counted in
+// bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster barrier (whose
+// release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements). H200, binary
+// against binary (docs/sm90.md, session 15): bench 0.955x the time at M = 8-16 (0.89x at best),
+// level at M <= 4 and M = 32; the decode step level. At 32 tokens, with an inbox of its own
+// (session 20, binary against binary): 0.96-0.97x the time on 4096x2048 and 4608x4096. Where the
+// inbox lies over the activations (32 tokens, no room for one of its own) the cluster barrier
+// after the MMAs stays, as the peers may write there only once every CTA has read its
+// activations, and the async exchange replaces the second one (session 23).
+SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, int k_split) {
+  return warpgroups == kWgmmaWarpGroups && k_split > 1;
 }
 constexpr int kMaxClusterSize = 8;  // portable cluster size limit: the most CTAs a K split has
 
@@ -325,7 +328,7 @@ struct WgmmaRingSmemLayout {
     const bool shared = wgmma_inbox_over_activations(token_tiles) && !own_inbox;
     inbox_over_activations = shared;
     direct = wgmma_direct_exchange(warpgroups, shared, k_split) && !barrier_exchange;
-    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, shared, k_split)) && !barrier_exchange;
+    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, k_split)) && !barrier_exchange;
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;

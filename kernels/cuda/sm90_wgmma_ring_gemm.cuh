@@ -237,8 +237,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   __syncthreads();
   // The direct or async exchange's peers store into this CTA's inbox and count on its barrier: they
   // may do so once this arrival (after the barrier's initialisation and its fence) is matched by
-  // their wait (cluster_wait before their first st.async).
-  if (inbox_barrier) cluster_arrive_relaxed();
+  // their wait (cluster_wait before their first st.async). With the inbox over the activations the
+  // CTA arrives after its MMAs instead (below), which orders the initialisation as well.
+  if (inbox_barrier && !inbox_over_activations) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
