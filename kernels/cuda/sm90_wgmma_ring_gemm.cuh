@@ -23,9 +23,10 @@
 //    (act_fp8_offset); the epilogue is the other kernels' (reduce_and_store), warpgroups in the
 //    role of their warps_k, the partials parked over the ring once it is read (and from 32
 //    tokens, where the plan finds no room for an inbox of its own, the cluster's inbox over the
-//    activations: WgmmaRingSmemLayout). With an inbox of its own a K split's sums go by st.async
-//    into the finishing CTA's inbox, which waits for their bytes on its mbarrier instead of a
-//    cluster barrier (wgmma_async_exchange; at 32 tokens since session 20); the co-resident
+//    activations: WgmmaRingSmemLayout). A K split's sums go by st.async into the finishing CTA's
+//    inbox, which waits for their bytes on its mbarrier instead of a cluster barrier
+//    (wgmma_async_exchange; at 32 tokens with an inbox of its own since session 20, over the
+//    activations, after one cluster barrier that frees them, since session 23); the co-resident
 //    variant's warpgroups send their partials so without summing them first
 //    (wgmma_direct_exchange).
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
