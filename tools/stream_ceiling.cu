@@ -348,15 +348,17 @@ __device__ __forceinline__ void wgmma_rs_tokens_as_a<80>(float (&d)[40], uint32_
       : "r"(a), "r"(a), "r"(a), "r"(a), "l"(b_desc), "r"(1));
 }
 
-// One warpgroup's blocks under CONSUMER, TILES = the plan's most tiles a CTA (4 or 5). block_lo(lb)
-// is block lb's descriptor low word (sgl_fp8::sm90::smem_descriptor_sw128_lo), box_bar(lb) the
-// barrier of its box; b_lo the 8-token B block (kWindows, kOneWindow). Returns a fold of what it
-// computed, which the caller stores, so that nothing is dead code.
-template <int CONSUMER, int TILES, typename BlockLo, typename BoxBar, typename BlockAt>
-__device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, uint32_t b_lo, BlockLo block_lo,
-                                                   BoxBar box_bar, BlockAt block_at, const uint8_t* b_block) {
+// One warpgroup's blocks under CONSUMER, TILES = the plan's most tiles a CTA (4 or 5). block_at(lb)
+// is where block lb lies in shared memory, box_bar(lb) the barrier of its box; b_block the 8-token
+// B block (kWindows, kOneWindow, kOneWindowTail). Returns a fold of what it computed, which the
+// caller stores, so that nothing is dead code.
+template <int CONSUMER, int TILES, typename BlockAt, typename BoxBar>
+__device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, BlockAt block_at, BoxBar box_bar,
+                                                   const uint8_t* b_block) {
   using namespace sgl_fp8::sm90;
   const int wg = threadIdx.x / 128;
+  auto block_lo = [&](int lb) { return smem_descriptor_sw128_lo(smem_addr(block_at(lb))); };  // descriptor low word
+  const uint32_t b_lo = smem_descriptor_sw128_lo(smem_addr(b_block));
   uint32_t fold = 0;
   if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow || CONSUMER == kOneWindowTail) {
     constexpr int kWindowCount = CONSUMER == kWindows ? (TILES + 3) / 4 : 1;
@@ -472,18 +474,13 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   if constexpr (CONSUMER != kNoConsumer) {
     const int nblocks = kb_end - kb_begin;
     const uint32_t block_bytes = uint32_t(ntiles) * 16u * 128u;
-    auto block_lo = [&](int lb) {
-      const int c = lb / share.box_blocks, b = lb - c * share.box_blocks;
-      return sgl_fp8::sm90::smem_descriptor_sw128_lo(base + uint32_t(c) * slot_bytes + uint32_t(b) * block_bytes);
-    };
-    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
-    const uint32_t b_lo = sgl_fp8::sm90::smem_descriptor_sw128_lo(base + uint32_t(chunks) * slot_bytes);
     auto block_at = [&](int lb) {
       const int c = lb / share.box_blocks, b = lb - c * share.box_blocks;
       return slots + size_t(c) * slot_bytes + size_t(b) * block_bytes;
     };
-    const uint32_t fold = consume_blocks<CONSUMER, TILES>(nblocks, ntiles, b_lo, block_lo, box_bar, block_at,
-                                                          slots + size_t(chunks) * slot_bytes);
+    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
+    const uint32_t fold =
+        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(chunks) * slot_bytes);
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
   }
   for (int c = 0; c < chunks; ++c) {
@@ -502,17 +499,10 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
 
 // Opting in to more than 48 KiB of dynamic shared memory is a per-function attribute; it is a
 // host-side setting (no stream work), so it is also fine while a graph is being captured. Raised
-// once per kernel to the largest ring this tool allows (the tensor variant's 160 KB shares too;
+// before each launch to the largest ring this tool allows (the tensor variant's 160 KB shares too;
 // 227 KB less the static barriers was refused on the H200).
-template <auto KERNEL>
-cudaError_t allow_ring_smem() {
-  static const cudaError_t e = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
-  return e;
-}
-// The same for a kernel chosen at run time (the tensor variant's instances): set on every launch,
-// which is as cheap (a host-side attribute).
 template <typename Kernel>
-cudaError_t allow_ring_smem_of(Kernel kernel) {
+cudaError_t allow_ring_smem(Kernel kernel) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxRingBytes);
 }
 
@@ -575,7 +565,7 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
       (long long)chunk * stages > kMaxRingBytes)
     return int(cudaErrorInvalidValue);
   const int ring = chunk * stages;
-  if (const cudaError_t e = allow_ring_smem<stream_bulk_kernel>(); e != cudaSuccess) return int(e);
+  if (const cudaError_t e = allow_ring_smem(stream_bulk_kernel); e != cudaSuccess) return int(e);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = make_config(sms * ctas_per_sm, kBulkThreads, size_t(ring), pdl, stream, &attr);
   return int(cudaLaunchKernelEx(&config, stream_bulk_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
@@ -632,7 +622,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
     ++config.numAttrs;
   }
   auto launch = [&](auto kernel) -> int {
-    if (const cudaError_t e = allow_ring_smem_of(kernel); e != cudaSuccess) return int(e);
+    if (const cudaError_t e = allow_ring_smem(kernel); e != cudaSuccess) return int(e);
     return int(cudaLaunchKernelEx(&config, kernel, map, map_short, share, static_cast<uint32_t*>(out)));
   };
   const bool five = share.max_tiles == 5;
@@ -662,7 +652,7 @@ int stream_ceiling_occupancy(int variant, int param, int* blocks_per_sm) {
   }
   if (variant == 1) {
     if (param <= 0 || param > kMaxRingBytes) return int(cudaErrorInvalidValue);
-    if (const cudaError_t e = allow_ring_smem<stream_bulk_kernel>(); e != cudaSuccess) return int(e);
+    if (const cudaError_t e = allow_ring_smem(stream_bulk_kernel); e != cudaSuccess) return int(e);
     return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_bulk_kernel, kBulkThreads,
                                                              size_t(param)));
   }
