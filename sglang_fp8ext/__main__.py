@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--shapes", help="comma-separated NxK list (default: the SPEC §6 shapes "
                       + ", ".join(f"{n}x{k}" for n, k in _spec_shapes()) + ")")
     tune.add_argument("--ms", help="comma-separated token counts, the table's M buckets (default: 1,2,4,8,16,32)")
-    tune.add_argument("--out", help="directory for the table (default: the package's configs/ directory)")
+    tune.add_argument("--out", help="directory for the table (default: the package's configs/ directory); "
+                      "an existing table there keeps its entries for the points this run does not tune")
     tune.add_argument("--copies", type=int, default=24,
                       help="rotated weight copies, at least 24 (default 24; raised to twice the L2 for small weights)")
     tune.add_argument("--replays", type=int, default=25, help="graph replays per figure, at least 20 (default 25)")
