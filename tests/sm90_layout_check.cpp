@@ -609,17 +609,22 @@ static void check_own_inbox() {
 // The wgmma plan's K split against the fastest of the splits measured on the H200, where the
 // measurement was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % faster after a copy
 // kernel and no more than 2 % slower back to back, or the fastest in both orders), with the
-// H200's cluster residency (h200_residency.h). The 17-24-token points were measured among splits
-// 2, 4 and 8. Not listed: points
-// where the plan still misses the fastest split (1024x4096 at 24-32 tokens and 1536x4096 at 32
-// take 8, where 4 was 2-8 % faster; docs/sm90.md, next steps).
+// H200's cluster residency (h200_residency.h). The 17-32-token points were measured among splits
+// 2, 4 and 8 (session 24, docs/perf/h200_plan_17_32_s24/, which supersedes session 22's 2560x4096
+// at 17-24 tokens: since the epilogue's bank conflicts went (session 23) the split of 8 wins there).
+// Not listed: points where the plan still misses the fastest split (2560x4096 at 17-20 tokens takes
+// 4, 2-7 % slower than 8; 1024x4096 at 20 takes 8, 3 % slower than 4 back to back; docs/sm90.md).
 static void check_measured_k_splits() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
       {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
       {4608, 4096, 4, 4},  {4608, 4096, 8, 4},  {4608, 4096, 12, 4}, {4608, 4096, 16, 4},  // 2, 3, 4
       {4096, 4096, 1, 2},  {4096, 4096, 4, 2},  {4096, 4096, 8, 2},  {4096, 4096, 12, 2}, {4096, 4096, 16, 2},  // 2, 3, 4
       {2112, 7168, 4, 8},  {2112, 7168, 8, 8},  {2112, 7168, 16, 8},  // 3, 4, 5, 8
-      {2560, 4096, 1, 2},  {2560, 4096, 16, 8}, {2560, 4096, 17, 4}, {2560, 4096, 24, 4},  // 2, 4, 8
+      {5120, 4096, 17, 4}, {5120, 4096, 24, 4}, {5120, 4096, 28, 4},  // 2, 4, 8
+      {4608, 4096, 17, 4}, {4608, 4096, 24, 4},  // 2, 4, 8
+      {4096, 4096, 17, 4}, {4096, 4096, 24, 4}, {4096, 4096, 28, 4},  // 2, 4, 8
+      {4096, 2048, 17, 2}, {4096, 2048, 24, 2}, {4096, 2048, 32, 2},  // 2, 4, 8
+      {2560, 4096, 1, 2},  {2560, 4096, 16, 8}, {2560, 4096, 24, 8}, {2560, 4096, 28, 8},  // 2, 4, 8
       {1536, 4096, 4, 4},  {1536, 4096, 8, 4},  {1536, 4096, 16, 4}, {1536, 4096, 24, 4},  // 2, 4, 6, 8
       {1024, 4096, 1, 4},  {1024, 4096, 8, 4},  {1024, 4096, 16, 4}};  // 2, 4, 6, 8
   for (const auto& m : measured) {

@@ -100,6 +100,21 @@ constexpr int kShortSliceBlocks = 8;
 constexpr double kShortSliceBlockCost = 8 * 1024;
 constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
                                                            64 * 1024, 64 * 1024, 64 * 1024};
+// wgmma ring kernel, 17-32 tokens (the n32 instance): an activation byte costs 3 weight bytes (2
+// up to 16 tokens), the windows' extra reads 0.3 of a streamed tile (0.6), a short K slice twice
+// as much as up to 16 tokens, and the cluster's cost counts twice only where the candidate's inbox
+// must lie over its activations (its exchange then waits on a cluster barrier after the MMAs).
+// Before session 24 every 17-32-token candidate paid its cluster twice and no window reads, so
+// 5120x4096 and 4096x4096 took the split of 2 up to 28 tokens and 4608x4096 up to 24, each CTA
+// quantizing 17-28 tokens x 2048 K: 1.09-1.22x the split of 4's time back to back, 1.05-1.13x
+// after a copy kernel (H200, tools/config_ab.py, splits 2 / 4 / 8 at 17, 20, 24, 28, 32 tokens on
+// 10 shapes; docs/perf/h200_plan_17_32_s24/). Over those 50 points the chosen split's summed
+// excess over the fastest one fell from 1.61 to 0.08 back to back and from 1.28 to 0.16 after a
+// copy kernel (fit_17_32.py there); left wrong: 2560x4096 at 17-20 tokens (the split of 4, 2-7 %
+// slower than 8) and 1024x4096 at 20 (8, 3 % slower than 4 back to back).
+constexpr double kActivationByteWeight32 = 3.0;
+constexpr double kWindowReadWeight32 = 0.3;
+constexpr double kShortSliceBlockCost32 = 2 * kShortSliceBlockCost;
 constexpr int64_t kSmemBudget = 110 * 1024;
 constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
 
@@ -288,22 +303,37 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       return 0;
     };
     auto smem_for = [&](int64_t tiles) { return layout_for(tiles, slots_for(tiles)).total; };
+    // 17-32 tokens: whether an inbox of its own still fits the partition, in shared memory and in
+    // one resident wave of `groups` clusters (else the inbox lies over the activations).
+    auto own_inbox_layout = [&](int64_t tiles) {
+      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups,
+                                 slots_for(tiles), false, /*own_inbox=*/true);
+    };
+    auto own_inbox_fits = [&](int64_t tiles, int64_t groups) {
+      const int64_t total = own_inbox_layout(tiles).total;
+      return total <= smem_cap && max_clusters(S, total) >= groups;
+    };
     int64_t tiles = 0;
     auto fits = [&](int64_t t) { return t <= max_tiles && slots_for(t) > 0 && smem_for(t) <= smem_cap; };
     if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, max_clusters)) continue;
-    // From 32 tokens a CTA's partial sums are 4x those of 8 tokens and the cluster waits for its
-    // slowest CTA's MMAs before exchanging them (the inbox lies over the activations): the
-    // exchange took 2.0-2.3 us at k_split 4 (tools/gemm_timeline.py at 4443eab) against ~1 us at
-    // M = 1, and 4096 x 2048 M = 32 ran 10.1 us at k_split 2 against 12.3 at 4 (tune at
-    // 4443eab). The cluster's cost counts twice there.
-    const double cluster_cost = kWgmmaClusterCost[S] * (wgmma_inbox_over_activations(token_tiles) ? 2 : 1);
+    // From 17 tokens a CTA's partial sums are 4x those of 8 tokens, and where its inbox lies over
+    // its activations (no room for one of its own, below) the cluster waits for its slowest CTA's
+    // MMAs before exchanging them (the exchange took 2.0-2.3 us at k_split 4 in tools/gemm_timeline.py
+    // at 4443eab, against ~1 us at M = 1). The cluster's cost counts twice there.
+    const bool n32 = wgmma_inbox_over_activations(token_tiles);
+    const bool over_activations =
+        n32 && S > 1 && ((config.flags & kBarrierExchangeFlag) || !own_inbox_fits(tiles, groups));
+    const double cluster_cost = kWgmmaClusterCost[S] * (over_activations ? 2 : 1);
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
     const double window_cost =
-        token_tiles <= 2 ? kWindowReadWeight * double(read_tiles - tiles) * double(blocks) * 2048 : 0;
+        (n32 ? kWindowReadWeight32 : kWindowReadWeight) * double(read_tiles - tiles) * double(blocks) * 2048;
     const double short_slice_cost =
-        S > 4 && blocks < kShortSliceBlocks ? kShortSliceBlockCost * double(kShortSliceBlocks - blocks) : 0;
+        S > 4 && blocks < kShortSliceBlocks
+            ? (n32 ? kShortSliceBlockCost32 : kShortSliceBlockCost) * double(kShortSliceBlocks - blocks)
+            : 0;
     const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
-                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + cluster_cost + short_slice_cost;
+                        (n32 ? kActivationByteWeight32 : kActivationByteWeight) * double(tokens) * double(blocks) * 256 +
+                        cluster_cost + short_slice_cost;
     if (best.cost < 0 || cost < best.cost) {
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
       best.chunk_blocks = chunk_for(tiles);
