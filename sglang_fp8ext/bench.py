@@ -40,7 +40,7 @@ BF16_PEER = "bf16_linear"
 # ring kernel where the wgmma ring kernel is the default, 8 = the register kernel's
 # registers-only prefetch (no cp.async staging), smem_stages = its staging depth, 64 = spread
 # cluster CTAs over SMs. Garbage outputs (diagnostics): 1 = skip the MMAs, 2 = skip the activation
-# prologue, 4 = skip the epilogue, 8192 = quantize the first half of the tokens only.
+# prologue, 4 = skip the epilogue.
 DIAGNOSTIC_CONFIGS = {
     "register_kernel": [0, 0, 0, 0, 32],
     "mma_sync_ring": [0, 0, 0, 0, 256],
@@ -53,7 +53,6 @@ DIAGNOSTIC_CONFIGS = {
     "stream_no_epilogue": [0, 0, 0, 0, 5],
     "stream_alone": [0, 0, 0, 0, 7],
     "mma_no_prologue": [0, 0, 0, 0, 2],
-    "half_activations": [0, 0, 0, 0, 8192],
     "k_split_1": [1, 0, 0, 0, 0],
     "k_split_2": [2, 0, 0, 0, 0],
     "k_split_4": [4, 0, 0, 0, 0],

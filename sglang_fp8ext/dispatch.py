@@ -52,7 +52,7 @@ CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(,
 # with the whole shared memory, 2048 = the wgmma ring kernel's exchange through the cluster
 # barrier instead of the direct (512) or async (4 warpgroups) one (the same bits), 4096 = the wgmma ring kernel's block scales
 # decoded in its MMA loop (the same bits, slower with e8m0); each gives a correct output.
-# The other bits (1, 2, 4, 16, 128, 8192) are diagnostics that skip work and produce garbage.
+# The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
 TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096
 
 

@@ -94,10 +94,6 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
-  // Diagnostics (garbage output): each CTA quantizes the first half of its tokens only (half the
-  // activation loads and quantization), to bound what sharing the quantized activations between
-  // two CTAs of the same K slice could save (docs/sm90.md, session 24).
-  kHalfActivations = 8192,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
@@ -407,15 +403,12 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   } else if constexpr (PREQUANT) {
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
+  } else if (a.x_is_fp16) {
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                                kb_begin, nblocks, rotation, hook);
   } else {
-    const int quantized = (a.flags & kHalfActivations) ? (tokens + 1) / 2 : tokens;  // diagnostics: half
-    if (a.x_is_fp16)
-      quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, quantized,
-                                                                                  kb_begin, nblocks, rotation, hook);
-    else
-      quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin,
-                                                                                   quantized, kb_begin, nblocks, rotation,
-                                                                                   hook);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
+                                                                                 kb_begin, nblocks, rotation, hook);
   }
   zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
