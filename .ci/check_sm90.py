@@ -92,12 +92,15 @@ def main():
             wgmma = "wgmma_ring_gemm" in name
             ring = "ring_gemm" in name and not wgmma
             counts["wgmma" if wgmma else "ring" if ring else "gemm"] += 1
-            prequant = "ELb1E" in name
+            prequant = re.search(r"ILi\d+ELb1E", name) is not None  # the first bool: pre-quantized input
+            paired = wgmma and re.search(r"ELi\d+ELi\d+ELb1EEE", name) is not None  # paired activations
             need = [] if prequant else ["F2FP.SATFINITE.E4M3"]
             if wgmma:
                 need += ["QGMMA", "UTMALDG", "SYNCS.PHASECHK"]
             else:
                 need += ["HMMA", "F2FP.F16.E4M3.UNPACK"] + (["UBLKCP", "SYNCS.PHASECHK"] if ring else [])
+            if paired:  # st.async of the e4m3 bytes into the pair peer's shared memory
+                need += ["STAS.64"]
             missing = [n for n in need if not has(n)]
             if wgmma and not re.search(r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3 ", body):  # the shape (lower-case x) and operand types
                 missing.append("QGMMA.64xNx32.F32.E4M3.E4M3")
@@ -111,8 +114,8 @@ def main():
             if not has("F2FP.SATFINITE.E4M3"):
                 failures.append(f"{name}: no F2FP.SATFINITE.E4M3")
             log(f"{name[:60]:60s} {len(ops):5d} instr")
-    if counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 14 or counts["quant"] != 2:
-        failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 14 wgmma-ring ones and 2 quant "
+    if counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 17 or counts["quant"] != 2:
+        failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 17 wgmma-ring ones and 2 quant "
                         f"kernels, found {counts}")
     for f in failures:
         log("FAIL: " + f)

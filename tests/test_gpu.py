@@ -183,6 +183,50 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         assert ran >= 2, (n, k, M, ran)
 
 
+def launched_kernel_names(fn):
+    """The names of the CUDA kernels one call of `fn` launches (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [9, 13, 16, 17, 24, 31, 32])
+def test_sm90_paired_activations(gpu, M, fmt):
+    """sm_90: paired activations (config flag 8192: clusters of k_split x 2 CTAs whose two row groups
+    each quantize half of a K slice's tokens and send the e4m3 bytes and scales to the other by
+    st.async) give the bits of the same K split without pairing, with bf16 and fp16 input and a
+    bias, with the async exchange (or at 17-32 tokens the exchange over the activations) and with
+    the cluster barrier's (flag 2048); the paired instance is the kernel that ran, on every shape
+    and K split where its plan fits (odd token counts split 7 / 6; K = 1152 splits 9 blocks 5 / 4)."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    e8 = fmt == "e8m0"
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    paired_runs = 0
+    for (n, k), dtype in (((5120, 4096), torch.bfloat16), ((2048, 2048), torch.float16), ((4096, 1152), torch.bfloat16)):
+        w, ws = rand_weight(n, k, 17), rand_wscale(n, k, e8, 17)
+        x = rand_act((M, k), dtype, M + 17)
+        bias = torch.randn(n).to(dtype)
+        ref = smallm_ref(x, w, ws, bias)
+        xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
+        for k_split in (1, 2, 4):
+            config = [k_split, 0, 0, 0, 8192]
+            names = launched_kernel_names(lambda: run_if_a_plan_fits(configured, xd, wd, wsd, bd, config))
+            if not any("wgmma_ring_gemm_sm90" in name and ", true>" in name for name in names):
+                continue  # no paired plan fits this split (it ran another kernel, or none)
+            paired = configured(xd, wd, wsd, False, bd, config)
+            assert_gemm_contract(paired, ref, f"paired N={n} K={k} M={M} k_split {k_split}")
+            plain = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 0])
+            assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
+            barrier = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 8192 | 2048])
+            assert torch.equal(_bits(barrier), _bits(plain)), f"paired, barrier exchange: N={n} K={k} k_split {k_split}"
+            paired_runs += 1
+    assert paired_runs >= 3, paired_runs  # k_split 4 (and 1-2 where the tiles allow) on the large shapes
+
+
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
 @pytest.mark.parametrize("n, k, M, flags", [(6144, 4096, 1, 512), (6144, 4096, 5, 512), (6144, 4096, 16, 512),
                                             (4096, 12288, 1, 512), (4096, 12288, 8, 512),

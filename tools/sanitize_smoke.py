@@ -7,7 +7,8 @@ mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too
 wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
 register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
 co-resident variant (flag 512) and its whole-shared-memory instance (flags 512 + 1024, also with
-k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async exchange), and a
+k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async exchange), (M = 13-24)
+paired activations (flag 8192) at k_split 4 and at k_split 2 with the barrier exchange, and a
 weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
 the refilled ring, and at M = 16 its whole-shared-memory instance). --quick (racecheck): 5120x4096
 and 272x1024 at M = 1 and 24."""
@@ -49,6 +50,13 @@ for n, k in SHAPES:
                     try:
                         torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [k_split, 0, 0, 0, 0])
                     except RuntimeError as e:  # a forced split with too few tiles per CTA: the documented error
+                        if "no sm_90 GEMM plan fits" not in str(e):
+                            raise
+            if 8 < m <= 32:  # paired activations (flag 8192): st.async of the prologue's bytes to the pair peer
+                for config in ([4, 0, 0, 0, 8192], [2, 0, 0, 0, 8192 | 2048]):
+                    try:
+                        torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, config)
+                    except RuntimeError as e:
                         if "no sm_90 GEMM plan fits" not in str(e):
                             raise
             q, s = fx.per1x128_quant(x, e8m0)

@@ -91,6 +91,9 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel exchanges through the cluster barrier,
   // not directly (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
   kBarrierExchange = kBarrierExchangeFlag,
+  // Not diagnostic (the same bits): the wgmma ring kernel's paired activations from 9 tokens
+  // (kPairActivationsFlag in the plan and layout).
+  kPairActivations = kPairActivationsFlag,
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
@@ -226,8 +229,15 @@ __device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
 struct NoHook {
   __device__ __forceinline__ void operator()() const {}
 };
+// Where the prologue's quantized activations go besides this CTA's shared memory: nowhere, or (the
+// wgmma ring kernel's paired activations, PeerActivations) the same offsets in the pair peer's.
+struct NoPeer {
+  __device__ __forceinline__ void bytes(int, uint2) const {}
+  __device__ __forceinline__ void scale(int, float) const {}
+};
 
-// Quantize this CTA's K slice of the chunk's tokens into shared memory (SPEC §3.1 / §3.2).
+// Quantize this CTA's K slice of tokens [m_first, m_first + tokens) of the chunk into shared memory
+// (SPEC §3.1 / §3.2), and hand each group's e4m3 bytes and scale to `peer` as well.
 // LANES lanes handle one 128-group: each loads 128 / LANES elements as 16-byte pieces (piece p of
 // lane l holds elements 8 (l + LANES p) .. + 8, so that each load instruction reads a group's
 // bytes contiguously), amax over the LANES lanes; LOADS 16-byte loads per lane are in flight
@@ -238,10 +248,11 @@ struct NoHook {
 // group, so the warp runs while its first run has work; a run past the end computes on nothing
 // and stores nothing): the shuffles then take the full mask, which spares the divergence checks a
 // per-run mask costs on every one.
-template <int THREADS, int LOADS, bool FP16, bool FP8_ACT, int LANES, typename Hook>
+template <int THREADS, int LOADS, bool FP16, bool FP8_ACT, int LANES, typename Hook, typename Peer = NoPeer>
 __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int token_pad, int m_begin, int tokens, int kb_begin,
-                                                          int nblocks, int rotation, const Hook& hook) {
+                                                          int nblocks, int rotation, const Hook& hook,
+                                                          int m_first = 0, const Peer& peer = {}) {
   static_assert(LANES == 2 || LANES == 4 || LANES == 8 || LANES == 16, "2, 4, 8 or 16 lanes per 128-group");
   constexpr int kPieces = 16 / LANES;            // 16-byte loads (8 elements) per lane per group
   constexpr int kBatch = LOADS / kPieces;        // groups per lane per round trip
@@ -251,7 +262,7 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
   // rows less than 2^27 bytes apart, kMaxActivationRowBytes): 64-bit index products were ~25
   // instructions per load, all between the grid-dependency wait and the first load.
   const auto* x = static_cast<const uint8_t*>(a.x) +
-                  (int64_t(m_begin) * a.x_row_stride + int64_t(kb_begin) * kBlockK + lg * 8) * 2;
+                  (int64_t(m_begin + m_first) * a.x_row_stride + int64_t(kb_begin) * kBlockK + lg * 8) * 2;
   const uint32_t row_bytes = uint32_t(a.x_row_stride) * 2u;
   GroupCursor cursor(threadIdx.x / LANES, THREADS / LANES, nblocks, inverse_of_blocks(a, nblocks));
   bool hooked = false;
@@ -284,19 +295,25 @@ __device__ __forceinline__ void quantize_activation_slice(const GemmKernelArgs& 
       // offsets < LANES: within the run
       const GroupQuantParams params = group_params_over_lanes<LANES>(raw_magnitude_key<FP16>(raw[i]), a.e8m0, 0xFFFFFFFFu);
       if (valid) {
-        const int first = FP8_ACT ? act_fp8_offset(lb, group.m, token_pad, 8 * lg) : 0;
+        const int m = m_first + group.m;
+        const int first = FP8_ACT ? act_fp8_offset(lb, m, token_pad, 8 * lg) : 0;
 #pragma unroll
         for (int p = 0; p < kPieces; ++p) {
           float v[8];
           unpack_8_as<FP16>(raw[i][p], v);
           const uint2 bytes = e4m3x8_of(v, params.inverse_scale);
-          if constexpr (FP8_ACT)
+          if constexpr (FP8_ACT) {
             *reinterpret_cast<uint2*>(act + act_fp8_piece_offset(first, LANES, p)) = bytes;
-          else
-            *reinterpret_cast<uint4*>(act + act_f16_offset(lb, group.m, token_pad, 8 * (lg + LANES * p))) =
+            peer.bytes(act_fp8_piece_offset(first, LANES, p), bytes);
+          } else {
+            *reinterpret_cast<uint4*>(act + act_f16_offset(lb, m, token_pad, 8 * (lg + LANES * p))) =
                 e4m3x8_to_f16x8(bytes.x, bytes.y);
+          }
         }
-        if (lg == 0) xs[lb * token_pad + group.m] = params.scale;
+        if (lg == 0) {
+          xs[lb * token_pad + m] = params.scale;
+          peer.scale(lb * token_pad + m, params.scale);
+        }
       }
     }
   }
@@ -392,10 +409,16 @@ __device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot
 // pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
 // the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
 // as f16 (act_f16_offset).
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
+// Paired activations (the wgmma ring kernel, `peer` a PeerActivations): the CTA quantizes tokens
+// [m_first, m_first + quantized) only, and sends them to its peer; padding is still every token
+// from `tokens` on.
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook,
+          typename Peer = NoPeer>
 __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, uint8_t* act, float* xs, int m_begin,
                                                       int tokens, int kb_begin, int nblocks, int rotation,
-                                                      const Hook& hook = {}) {
+                                                      const Hook& hook = {}, int m_first = 0, int quantized = -1,
+                                                      const Peer& peer = {}) {
+  if (quantized < 0) quantized = tokens;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kLanes = activation_lanes_per_group(TOKEN_TILES, FP8_ACT);
   if (a.flags & kSkipPrologue) {
@@ -404,11 +427,11 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
-    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                                kb_begin, nblocks, rotation, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, true, FP8_ACT, kLanes>(
+        a, act, xs, kTokenPad, m_begin, quantized, kb_begin, nblocks, rotation, hook, m_first, peer);
   } else {
-    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kLanes>(a, act, xs, kTokenPad, m_begin, tokens,
-                                                                                 kb_begin, nblocks, rotation, hook);
+    quantize_activation_slice<THREADS, kActivationBatch, false, FP8_ACT, kLanes>(
+        a, act, xs, kTokenPad, m_begin, quantized, kb_begin, nblocks, rotation, hook, m_first, peer);
   }
   zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
@@ -416,11 +439,13 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
 // Wait for the previous grid (the activations are its output), record the timeline stamps held
 // until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
 // synchronizes the threads that load.
-template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook>
+template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook,
+          typename Peer = NoPeer>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
                                                           int group, int rank, unsigned long long entry_ns,
-                                                          unsigned long long issued_ns, const Hook& hook = {}) {
+                                                          unsigned long long issued_ns, const Hook& hook = {},
+                                                          int m_first = 0, int quantized = -1, const Peer& peer = {}) {
   wait_for_previous_grid();
   if ((a.flags & kTimeline) && threadIdx.x == 0) {  // one branch around the diagnostics' code
     timeline_word(a, 2, global_timer_ns());
@@ -432,7 +457,7 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
   const int turn = group * 7 + rank * 3;
   const int rotation = turn - small_quotient(turn, inverse_of_blocks(a, nblocks)) * nblocks;
   load_activation_slice<TOKEN_TILES, PREQUANT, THREADS, FP8_ACT>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
-                                                                 rotation, hook);
+                                                                 rotation, hook, m_first, quantized, peer);
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
@@ -542,14 +567,18 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
 // its mbarrier `inbox_bar` (armed at entry with the bytes it receives), and the CTA waits on its
 // own barrier instead of the cluster barrier. One copy of the code serves both exchanges: a
 // second inlined copy of this function cost more in the cold code than the exchange saved.
+// Paired activations (the wgmma ring kernel): the cluster's K ranks of this CTA's row group are
+// cluster CTAs cluster_rank_base + r, and where the prologue already completed the phase begun at
+// entry, entry_phase_pending is false.
 template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps, bool ASYNC_CAPABLE = false>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
-                                                 bool worker, bool async_exchange = false, uint32_t inbox_bar = 0) {
+                                                 bool worker, bool async_exchange = false, uint32_t inbox_bar = 0,
+                                                 int cluster_rank_base = 0, bool entry_phase_pending = true) {
   namespace cg = cooperative_groups;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
-  if (a.k_split > 1) cluster_wait();  // completes the barrier phase the caller began
+  if (a.k_split > 1 && entry_phase_pending) cluster_wait();  // completes the barrier phase the caller began
   if (a.flags & kSkipEpilogue) {      // diagnostics: no reduction, no stores
     timeline_stamp(a, 6);
     return;
@@ -577,10 +606,11 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     const int owned_index = local_tile - split.first_tile(owner);
     if (ASYNC_CAPABLE && async_exchange) {
       const uint32_t dst = shared_address(inbox + (owned_index * a.k_split + rank) * tile_outputs + within);
-      store_async_to_cluster(cluster_address(dst, uint32_t(owner)), sum, cluster_address(inbox_bar, uint32_t(owner)));
+      const uint32_t owner_rank = uint32_t(cluster_rank_base + owner);
+      store_async_to_cluster(cluster_address(dst, owner_rank), sum, cluster_address(inbox_bar, owner_rank));
       continue;
     }
-    float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, owner) : inbox) +
+    float* dst = (a.k_split > 1 ? cluster.map_shared_rank(inbox, cluster_rank_base + owner) : inbox) +
                  (owned_index * a.k_split + rank) * tile_outputs + within;
     *reinterpret_cast<float4*>(dst) = sum;
   }

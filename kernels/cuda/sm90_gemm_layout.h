@@ -179,6 +179,17 @@ constexpr int kWholeSmemFlag = 1024;
 // wgmma_direct_exchange) or the async one (4-warpgroup kernel up to 16 tokens,
 // wgmma_async_exchange). The same bits; for A/B runs and tests, not offered to tables.
 constexpr int kBarrierExchangeFlag = 2048;
+// Paired activations (4-warpgroup wgmma ring kernel, 9-32 tokens, not pre-quantized): clusters of
+// k_split x 2 CTAs, whose two row groups of one K slice each quantize half of its tokens and send
+// the e4m3 bytes and scales to the other by st.async (counted on its activation mbarrier), so that
+// each activation byte is read from L2 by half as many CTAs (docs/sm90.md, session 24).
+constexpr int kPairActivationsFlag = 8192;
+// The token range [first, first + count) that row-group parity `pair` of a pair quantizes: the
+// first half (rounded up) and the rest.
+SGL_FP8_HD constexpr int pair_first_token(int pair, int tokens) { return pair ? (tokens + 1) / 2 : 0; }
+SGL_FP8_HD constexpr int pair_token_count(int pair, int tokens) {
+  return pair ? tokens - (tokens + 1) / 2 : (tokens + 1) / 2;
+}
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
 constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
 
@@ -317,10 +328,13 @@ struct WgmmaRingSmemLayout {
   bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   bool inbox_barrier = false;  // an mbarrier counts the inbox's bytes (the direct or the async exchange)
   bool inbox_over_activations = false;  // 32 tokens without own_inbox
+  bool pair = false;  // paired activations (kPairActivationsFlag): an mbarrier counts the peer's bytes
+  int64_t act_barrier_offset = 0;  // (last, so that the other fields keep their offsets in the kernel arguments)
   WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
                                  int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false,
-                                 bool own_inbox = false) {
+                                 bool own_inbox = false, bool paired = false) {
+    pair = paired;
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
@@ -342,7 +356,8 @@ struct WgmmaRingSmemLayout {
     barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
     inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
-    scale_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);
+    act_barrier_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);
+    scale_offset = act_barrier_offset + (pair ? 8 : 0);
     total = scale_offset + int64_t(max_tiles) * max_blocks * 4;
   }
 };

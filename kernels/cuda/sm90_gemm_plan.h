@@ -37,6 +37,7 @@ struct GemmPlan {
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
+  bool pair = false;     // wgmma ring kernel: paired activations (clusters of k_split x 2; kPairActivationsFlag)
   WgmmaRingSmemLayout wgmma_layout;  // wgmma ring kernel: its shared memory (smem_bytes = .total)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
@@ -272,6 +273,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   const bool co_resident = (config.flags & kCoResidentFlag) != 0;
   if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
+  // Paired activations: two row groups of a K slice share their quantized activations, so their
+  // clusters hold k_split x 2 CTAs; `resident_groups` counts row groups of k_split CTAs that fit.
+  const bool pair = (config.flags & kPairActivationsFlag) && !co_resident && token_tiles >= 2;
+  auto resident_groups = [&](int s, int64_t smem) -> int64_t {
+    return pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem));
+  };
   const bool whole_smem = (config.flags & kWholeSmemFlag) != 0;
   const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
   const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles, warpgroups);
@@ -281,9 +288,11 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (config.k_split && S != config.k_split) continue;
     if (S > KB) break;
     if (co_resident && (KB % S != 0 || (KB / S) % warpgroups != 0)) continue;
+    if (pair && 2 * S > kMaxClusterSize) continue;
     const int64_t blocks = ceil_div(KB, S);
     int64_t groups = num_sms / S;
     if (groups > T / kWindowTiles) groups = T / kWindowTiles;
+    if (pair) groups &= ~int64_t(1);  // row groups in pairs
     if (groups < 1) continue;
     auto chunk_for = [&](int64_t tiles) {
       if (co_resident) return warpgroups;
@@ -292,7 +301,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     };
     auto layout_for = [&](int64_t tiles, int slots) {
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots,
-                                 (config.flags & kBarrierExchangeFlag) != 0);
+                                 (config.flags & kBarrierExchangeFlag) != 0, false, pair);
     };
     // Ring slots: one per chunk, or (co-resident) as many as fit under the cap, 0 if not 2.
     auto slots_for = [&](int64_t tiles) {
@@ -307,15 +316,20 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // one resident wave of `groups` clusters (else the inbox lies over the activations).
     auto own_inbox_layout = [&](int64_t tiles) {
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups,
-                                 slots_for(tiles), false, /*own_inbox=*/true);
+                                 slots_for(tiles), false, /*own_inbox=*/true, pair);
     };
     auto own_inbox_fits = [&](int64_t tiles, int64_t groups) {
       const int64_t total = own_inbox_layout(tiles).total;
-      return total <= smem_cap && max_clusters(S, total) >= groups;
+      return total <= smem_cap && resident_groups(S, total) >= groups;
     };
     int64_t tiles = 0;
     auto fits = [&](int64_t t) { return t <= max_tiles && slots_for(t) > 0 && smem_for(t) <= smem_cap; };
-    if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, max_clusters)) continue;
+    if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, resident_groups)) continue;
+    if (pair && (groups & 1)) {  // a resident wave of an odd count of row groups: one fewer
+      if (--groups < 2) continue;
+      tiles = ceil_div(T, groups);
+      if (!fits(tiles)) continue;
+    }
     // From 17 tokens a CTA's partial sums are 4x those of 8 tokens, and where its inbox lies over
     // its activations (no room for one of its own, below) the cluster waits for its slowest CTA's
     // MMAs before exchanging them (the exchange took 2.0-2.3 us at k_split 4 in tools/gemm_timeline.py
@@ -332,7 +346,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
             ? (n32 ? kShortSliceBlockCost32 : kShortSliceBlockCost) * double(kShortSliceBlocks - blocks)
             : 0;
     const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
-                        (n32 ? kActivationByteWeight32 : kActivationByteWeight) * double(tokens) * double(blocks) * 256 +
+                        (n32 ? kActivationByteWeight32 : kActivationByteWeight) * (pair ? 0.5 : 1.0) *
+                            double(tokens) * double(blocks) * 256 +
                         cluster_cost + short_slice_cost;
     if (best.cost < 0 || cost < best.cost) {
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
@@ -347,6 +362,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
       best.smem_stages = 0;
       best.wgmma_layout = layout_for(tiles, best.ring_slots);
+      best.pair = pair;
       best.smem_bytes = best.wgmma_layout.total;
       best.cost = cost;
     }
@@ -358,8 +374,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   if (best.cost >= 0 && wgmma_inbox_over_activations(token_tiles) && best.k_split > 1 &&
       !(config.flags & kBarrierExchangeFlag)) {
     const WgmmaRingSmemLayout own(int(best.max_blocks_per_cta), token_tiles, int(best.max_tiles_per_cta), best.k_split,
-                                  best.chunk_blocks, warpgroups, best.ring_slots, false, /*own_inbox=*/true);
-    if (own.total <= smem_cap && max_clusters(best.k_split, own.total) >= best.row_groups) {
+                                  best.chunk_blocks, warpgroups, best.ring_slots, false, /*own_inbox=*/true, pair);
+    if (own.total <= smem_cap && resident_groups(best.k_split, own.total) >= best.row_groups) {
       best.wgmma_layout = own;
       best.smem_bytes = own.total;
     }

@@ -55,10 +55,20 @@ GemmKernel wgmma_instance_up_to_16(bool co_resident, int max_tiles) {
              : sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT>;
 }
 
+// The paired-activations instances (bf16/fp16 input, 4 warpgroups, 9-32 tokens).
+GemmKernel wgmma_pair_instance(int token_tiles, int max_tiles) {
+  constexpr int kWgs = sm90::kWgmmaWarpGroups;
+  if (token_tiles > 2) return sm90::wgmma_ring_gemm_sm90<4, false, kWgs, 3, true>;
+  return sm90::wgmma_instance_windows(2, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, false, kWgs, 3, true>
+                                                        : sm90::wgmma_ring_gemm_sm90<2, false, kWgs, 2, true>;
+}
+
 // token_tiles: sm90::wgmma_token_tiles (1, 2 or 4); co_resident: the 2-warpgroup variant (<= 16 tokens);
-// max_tiles: the plan's tiles a CTA (0 before planning), for sm90::wgmma_instance_windows.
+// max_tiles: the plan's tiles a CTA (0 before planning), for sm90::wgmma_instance_windows; pair:
+// paired activations (PREQUANT false, not co-resident, token_tiles >= 2).
 template <bool PREQUANT>
-GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles) {
+GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles, bool pair = false) {
+  if (pair && !PREQUANT && !co_resident && token_tiles >= 2) return wgmma_pair_instance(token_tiles, max_tiles);
   switch (token_tiles) {
     case 1: return wgmma_instance_up_to_16<1, PREQUANT>(co_resident, max_tiles);
     case 2: return wgmma_instance_up_to_16<2, PREQUANT>(co_resident, max_tiles);
@@ -212,8 +222,11 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     }
     for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
       const bool co_resident = (tries[i] & sm90::kCoResident) != 0;
+      // Paired activations: quantized in the kernel only (the plan applies them from 9 tokens)
+      if (prequant) tries[i] &= ~sm90::kPairActivationsFlag;
+      const bool pair = (tries[i] & sm90::kPairActivationsFlag) && !co_resident && wgmma_tiles >= 2;
       kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, 0)
-                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0);
+                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0, pair);
       threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
       if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
       GemmConfig wgmma_config = p.config;
@@ -226,8 +239,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       // The instance of the plan's windows: the same threads and shared memory, so the same clusters
       // fit (max_active_clusters asked the first).
       if (plan.cost >= 0) {
-        GemmKernel planned = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, plan.max_tiles_per_cta)
-                                      : wgmma_ring_instance<false>(wgmma_tiles, co_resident, plan.max_tiles_per_cta);
+        GemmKernel planned = prequant
+                                 ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, plan.max_tiles_per_cta)
+                                 : wgmma_ring_instance<false>(wgmma_tiles, co_resident, plan.max_tiles_per_cta, plan.pair);
         if (planned != kernel) {
           kernel = planned;
           if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
@@ -311,10 +325,10 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   config.stream = static_cast<cudaStream_t>(stream);
   cudaLaunchAttribute attributes[3];
   int n = 0;
-  if (plan.k_split > 1) {
+  if (plan.k_split > 1 || plan.pair) {
     attributes[n].id = cudaLaunchAttributeClusterDimension;
     attributes[n].val.clusterDim.x = plan.k_split;
-    attributes[n].val.clusterDim.y = 1;
+    attributes[n].val.clusterDim.y = plan.pair ? 2 : 1;  // paired activations: two row groups
     attributes[n].val.clusterDim.z = 1;
     ++n;
     if (p.config.flags & sm90::kSpreadClusters) {

@@ -153,6 +153,13 @@ __device__ __forceinline__ void store_async_to_cluster(uint32_t address, float x
                : "memory");
 }
 
+// The same for one float (4-byte aligned address): 4 bytes of transactions.
+__device__ __forceinline__ void store_async_to_cluster(uint32_t address, float x, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(address), "f"(x),
+               "r"(bar)
+               : "memory");
+}
+
 // The same for four floats (16-byte aligned address): 16 bytes of transactions.
 __device__ __forceinline__ void store_async_to_cluster(uint32_t address, float4 v, uint32_t bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(

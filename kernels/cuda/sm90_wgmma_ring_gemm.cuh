@@ -130,13 +130,30 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   timeline_stamp(a, 6);
 }
 
+// Paired activations (PAIR, kPairActivationsFlag): the prologue's e4m3 bytes and scales also go,
+// by st.async at the same offsets, into the shared memory of the pair peer (the CTA of the same K
+// slice in the other row group of the cluster), counted on the peer's activation mbarrier.
+struct PeerActivations {
+  uint32_t act, xs, bar;  // the peer's activations, scales and mbarrier (shared::cluster addresses)
+  __device__ __forceinline__ void bytes(int offset, uint2 v) const {
+    store_async_to_cluster(act + uint32_t(offset), __uint_as_float(v.x), __uint_as_float(v.y), bar);
+  }
+  __device__ __forceinline__ void scale(int index, float s) const {
+    store_async_to_cluster(xs + 4 * uint32_t(index), s, bar);
+  }
+};
+
 // WGS warpgroups: 4 (one CTA per SM, the whole of its weight share in its ring), or 2 (the
 // co-resident variant: two CTAs per SM, a refilled ring; see kCoResidentWarpGroups).
 // WINDOWS: the most 64-row windows a CTA of this instance has (wgmma_instance_windows).
+// PAIR: paired activations (clusters of k_split x 2 CTAs, the grid's row groups in pairs): this
+// CTA quantizes half of the tokens (pair_first_token) and receives the other half from its peer.
 template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups,
-          int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0)>
+          int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0), bool PAIR = false>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
+  static_assert(!PAIR || (!PREQUANT && WGS == kWgmmaWarpGroups && TOKEN_TILES >= 2),
+                "paired activations: the 4-warpgroup kernel from 9 tokens, bf16/fp16 input");
   static_assert(TOKEN_TILES <= kMaxWgmmaTokenTiles, "the wgmma ring kernel serves one chunk of <= 32 tokens");
   static_assert(WGS == kWgmmaWarpGroups || WGS == kCoResidentWarpGroups, "4 or 2 warpgroups");
   constexpr int kThreads = WGS * 128, kWarps = WGS * 4;
@@ -151,6 +168,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int rank = blockIdx.x;   // K slice within the cluster
   const int group = blockIdx.y;  // range of row tiles
   const int tokens = min(kTokenPad, a.M);
+  // Paired activations: this CTA is cluster CTA rank + k_split x pair; its peer has the other pair.
+  const int pair = PAIR ? (group & 1) : 0;
+  const int cluster_rank_base = a.k_split * pair;
 
   // The CTA's tiles and K blocks. 32-bit: the launcher keeps row_groups x tiles below 2^32 (an
   // int64 division is a ~70-instruction subroutine, run cold at entry); the K split by
@@ -171,6 +191,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const bool async_exchange = kAsyncExchange && layout.inbox_barrier;
   const bool inbox_barrier = direct || async_exchange;
   const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
+  const uint32_t act_bar = PAIR ? shared_address(smem + layout.act_barrier_offset) : 0;  // the peer's activations
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + layout.xs_offset);
   float* red = reinterpret_cast<float*>(smem + layout.red_offset);  // over the ring, once it is read
@@ -197,7 +218,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const bool timeline = (a.flags & kTimeline) != 0;
   const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-  if (!inbox_over_activations && a.k_split > 1 && !inbox_barrier) cluster_arrive_relaxed();  // matched in reduce_and_store
+  if (!PAIR && !inbox_over_activations && a.k_split > 1 && !inbox_barrier)
+    cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
@@ -226,6 +248,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll 1
       for (int c = 0; c < slots; ++c) mbarrier_init(empty + 8 * c, kWarps);  // lane 0 of every warp
     if (inbox_barrier) mbarrier_init(inbox_bar, 1);
+    if (PAIR) mbarrier_init(act_bar, 1);
     mbarrier_init_fence();
 #pragma unroll 1
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
@@ -234,13 +257,18 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
       mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * (direct ? WGS : 1) * kTileRows * kTokenPad * 4));
     }
+    if (PAIR) {  // the peer's tokens: e4m3 bytes and a scale per K block (none when the prologue is skipped)
+      const int peer_tokens = (a.flags & kSkipPrologue) ? 0 : pair_token_count(pair ^ 1, tokens);
+      mbarrier_arrive_expect_tx(act_bar, uint32_t(peer_tokens * nblocks * (kBlockK + 4)));
+    }
   }
   __syncthreads();
   // The direct or async exchange's peers store into this CTA's inbox and count on its barrier: they
   // may do so once this arrival (after the barrier's initialisation and its fence) is matched by
   // their wait (cluster_wait before their first st.async). With the inbox over the activations the
-  // CTA arrives after its MMAs instead (below), which orders the initialisation as well.
-  if (inbox_barrier && !inbox_over_activations) cluster_arrive_relaxed();
+  // CTA arrives after its MMAs instead (below), which orders the initialisation as well. Paired
+  // activations: every CTA arrives here, and waits in the prologue before it stores to its peer.
+  if (PAIR || (inbox_barrier && !inbox_over_activations)) cluster_arrive_relaxed();
   allow_next_grid_launch();
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
@@ -276,10 +304,23 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
   const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // Else the copies held back are requested as soon as the first activation loads are in flight.
-  wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-      a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
-        if (!late_copies) request_chunks(early, slots);
-      });
+  if constexpr (PAIR) {
+    const uint32_t peer_rank = uint32_t(rank + a.k_split * (pair ^ 1));
+    const PeerActivations peer{cluster_address(act_address, peer_rank), cluster_address(shared_address(xs), peer_rank),
+                               cluster_address(act_bar, peer_rank)};
+    wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
+        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns,
+        [&] {
+          if (!late_copies) request_chunks(early, slots);
+          cluster_wait();  // the peer has initialised its activation barrier (its entry arrival)
+        },
+        pair_first_token(pair, tokens), pair_token_count(pair, tokens), peer);
+  } else {
+    wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
+        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
+          if (!late_copies) request_chunks(early, slots);
+        });
+  }
 #pragma unroll
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
@@ -296,6 +337,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   if (late_copies && threadIdx.x == 0) {
 #pragma unroll 1
     for (int c = early; c < slots; ++c) copy_chunk(c, c);
+  }
+  if (PAIR) {  // the peer's half of the tokens (st.async, released at cluster scope), then wgmma reads them
+    mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(act_bar, 0);
+    fence_proxy_async_shared();
   }
   timeline_stamp(a, 3);
   unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
@@ -480,8 +525,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   timeline_stamp(a, 4);
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
+  // (Paired activations: the phase begun at entry was completed in the prologue; with the inbox
+  // over the activations the one begun after the MMAs is pending.)
   reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens,
-                                                               true, async_exchange, inbox_bar);
+                                                               true, async_exchange, inbox_bar, cluster_rank_base,
+                                                               !PAIR || inbox_over_activations);
 }
 
 }  // namespace sgl_fp8::sm90
