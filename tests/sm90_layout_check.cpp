@@ -324,7 +324,53 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
          x.ring_offset == y.ring_offset && x.barrier_offset == y.barrier_offset &&
          x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
          x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier &&
-         x.inbox_over_activations == y.inbox_over_activations;
+         x.inbox_over_activations == y.inbox_over_activations && x.pair == y.pair &&
+         x.act_barrier_offset == y.act_barrier_offset;
+}
+
+// Paired activations: the two halves of a pair cover the tokens once, and each CTA's activation
+// mbarrier expects what its peer sends (pair_token_count(peer) x blocks x (128 e4m3 bytes + a 4-byte
+// scale)); the barrier is 8-byte aligned, past the others and before the block scales; the pairs
+// keep the plain plan's partition (the plan only pairs where they do).
+static void check_pair_activations() {
+  for (int tokens = 1; tokens <= 32; ++tokens) {
+    const int a0 = pair_first_token(0, tokens), n0 = pair_token_count(0, tokens);
+    const int a1 = pair_first_token(1, tokens), n1 = pair_token_count(1, tokens);
+    CHECK(a0 == 0 && a1 == n0 && n0 + n1 == tokens && n0 >= n1 && n0 - n1 <= 1, "pair token split at %d tokens", tokens);
+  }
+  int paired = 0;
+  for (long long M : {9LL, 13LL, 16LL, 17LL, 24LL, 32LL})
+    for (const auto& s : {std::array<long long, 2>{5120, 4096}, {4608, 4096}, {4096, 4096}, {2048, 2048}}) {
+      GemmConfig forced;
+      forced.k_split = 4;
+      forced.flags = kPairActivationsFlag;
+      const GemmPlan p = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, forced, h200::resident_clusters);
+      CHECK(p.wgmma && p.pair && p.wgmma_layout.pair, "no paired plan for %lldx%lld M=%lld", s[0], s[1], M);
+      if (!p.wgmma) continue;
+      GemmConfig plain;
+      plain.k_split = 4;
+      plain.flags = kNoPairActivationsFlag;
+      const GemmPlan q = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, plain, h200::resident_clusters);
+      // On the H200 clusters of 8 hold as many row groups as clusters of 4 above ~91 KB a CTA (30);
+      // 2048x2048's CTAs are smaller (33 clusters of 4, 32 row groups), so its pairs have fewer.
+      const bool same_partition = q.row_groups == p.row_groups && q.max_tiles_per_cta == p.max_tiles_per_cta;
+      CHECK(same_partition == (s[0] != 2048) && !q.pair, "pairs and the partition of %lldx%lld M=%lld", s[0], s[1], M);
+      const WgmmaRingSmemLayout& l = p.wgmma_layout;
+      CHECK(l.act_barrier_offset % 8 == 0 && l.act_barrier_offset >= l.inbox_barrier_offset + (l.inbox_barrier ? 8 : 0) &&
+                l.act_barrier_offset + 8 == l.scale_offset,
+            "the activation barrier's place in %lldx%lld M=%lld", s[0], s[1], M);
+      CHECK(!same_partition || l.total == q.wgmma_layout.total + 8, "a paired layout is 8 bytes larger (%lldx%lld M=%lld)",
+            s[0], s[1], M);
+      // the default pairs exactly where its plain plan took the split of 4 (with the H200's residency)
+      const GemmPlan d = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
+      GemmConfig no_pair;
+      no_pair.flags = kNoPairActivationsFlag;
+      const GemmPlan u = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, no_pair, h200::resident_clusters);
+      CHECK(d.pair == (u.k_split == 4 && same_partition) && !u.pair, "default pairing of %lldx%lld M=%lld (plain split %d)", s[0], s[1], M,
+            u.k_split);
+      paired += d.pair;
+    }
+  CHECK(paired > 0, "no default paired plan");
 }
 
 static void check_wgmma_ring() {
@@ -418,10 +464,14 @@ static void check_wgmma_ring() {
         // (every cluster count fits here: max_clusters is unbounded).
         const bool own_inbox = plan.token_tiles == 4 && plan.k_split > 1 &&
                                WgmmaRingSmemLayout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta,
-                                                   plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true)
+                                                   plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true,
+                                                   plan.pair)
                                        .total <= 227 * 1024;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
-                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox);
+                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox, plan.pair);
+        // Paired activations by default only at a K split of 4 from 9 tokens, in pairs of row groups.
+        CHECK(!plan.pair || (plan.k_split == 4 && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
+              "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
@@ -451,7 +501,8 @@ static void check_wgmma_ring() {
         // 16-byte steps).
         const bool async_exchange = plan.k_split > 1;
         CHECK(layout.inbox_barrier == async_exchange && !layout.direct &&
-                  layout.scale_offset - layout.inbox_barrier_offset == (async_exchange ? 8 : 0) &&
+                  layout.act_barrier_offset - layout.inbox_barrier_offset == (async_exchange ? 8 : 0) &&
+                  layout.scale_offset - layout.act_barrier_offset == (plan.pair ? 8 : 0) &&
                   layout.inbox_barrier_offset % 8 == 0 && layout.inbox_offset % 16 == 0,
               "async exchange barrier");
         CHECK(plan.warps_k == kWgmmaWarpGroups && plan.k_split <= kMaxClusterSize && plan.chunks == 1, "wgmma warps");
@@ -745,6 +796,7 @@ int main() {
   check_ring();
   check_wgmma_ring();
   check_own_inbox();
+  check_pair_activations();
   check_measured_k_splits();
   check_small_quotient();
   check_exchange_split();

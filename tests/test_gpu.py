@@ -197,10 +197,11 @@ def launched_kernel_names(fn):
 def test_sm90_paired_activations(gpu, M, fmt):
     """sm_90: paired activations (config flag 8192: clusters of k_split x 2 CTAs whose two row groups
     each quantize half of a K slice's tokens and send the e4m3 bytes and scales to the other by
-    st.async) give the bits of the same K split without pairing, with bf16 and fp16 input and a
-    bias, with the async exchange (or at 17-32 tokens the exchange over the activations) and with
-    the cluster barrier's (flag 2048); the paired instance is the kernel that ran, on every shape
-    and K split where its plan fits (odd token counts split 7 / 6; K = 1152 splits 9 blocks 5 / 4)."""
+    st.async) give the bits of the same K split without pairing (flag 16384), with bf16 and fp16
+    input and a bias, with the async exchange (or at 17-32 tokens the exchange over the
+    activations) and with the cluster barrier's (flag 2048); the paired instance is the kernel that
+    ran, on every shape and K split where its plan fits (odd token counts split 7 / 6; K = 1152
+    splits 9 blocks 5 / 4). 5120x4096's default plan pairs (its split of 4), 4096x2048's does not."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     e8 = fmt == "e8m0"
@@ -219,11 +220,19 @@ def test_sm90_paired_activations(gpu, M, fmt):
                 continue  # no paired plan fits this split (it ran another kernel, or none)
             paired = configured(xd, wd, wsd, False, bd, config)
             assert_gemm_contract(paired, ref, f"paired N={n} K={k} M={M} k_split {k_split}")
-            plain = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 0])
+            plain = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384])
+            assert not any(", true>" in name for name in launched_kernel_names(
+                lambda: configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384]))), "flag 16384 paired"
             assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
             barrier = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 8192 | 2048])
             assert torch.equal(_bits(barrier), _bits(plain)), f"paired, barrier exchange: N={n} K={k} k_split {k_split}"
             paired_runs += 1
+        default_paired = any(", true>" in name for name in launched_kernel_names(
+            lambda: fx.smallm_gemm(xd, wd, wsd, False, bd)))
+        if n == 5120:
+            assert default_paired, "5120x4096's default (a split of 4) did not pair"
+        if n == 4096 and k == 1152:
+            pass  # its default split depends on the plan's costs; pairing there is checked above
     assert paired_runs >= 3, paired_runs  # k_split 4 (and 1-2 where the tiles allow) on the large shapes
 
 

@@ -92,8 +92,9 @@ enum GemmFlags : int32_t {
   // not directly (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
   kBarrierExchange = kBarrierExchangeFlag,
   // Not diagnostic (the same bits): the wgmma ring kernel's paired activations from 9 tokens
-  // (kPairActivationsFlag in the plan and layout).
+  // wherever they fit, or nowhere (kPairActivationsFlag, kNoPairActivationsFlag in the plan).
   kPairActivations = kPairActivationsFlag,
+  kNoPairActivations = kNoPairActivationsFlag,
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,

@@ -183,7 +183,10 @@ constexpr int kBarrierExchangeFlag = 2048;
 // k_split x 2 CTAs, whose two row groups of one K slice each quantize half of its tokens and send
 // the e4m3 bytes and scales to the other by st.async (counted on its activation mbarrier), so that
 // each activation byte is read from L2 by half as many CTAs (docs/sm90.md, session 24).
+// kPairActivationsFlag asks for them wherever they fit; kNoPairActivationsFlag leaves them out where
+// the plan would take them by default (the pre-quantized input, and A/B runs).
 constexpr int kPairActivationsFlag = 8192;
+constexpr int kNoPairActivationsFlag = 16384;
 // The token range [first, first + count) that row-group parity `pair` of a pair quantizes: the
 // first half (rounded up) and the rest.
 SGL_FP8_HD constexpr int pair_first_token(int pair, int tokens) { return pair ? (tokens + 1) / 2 : 0; }

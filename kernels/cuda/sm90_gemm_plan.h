@@ -335,8 +335,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // MMAs before exchanging them (the exchange took 2.0-2.3 us at k_split 4 in tools/gemm_timeline.py
     // at 4443eab, against ~1 us at M = 1). The cluster's cost counts twice there.
     const bool n32 = wgmma_inbox_over_activations(token_tiles);
-    const bool over_activations =
-        n32 && S > 1 && ((config.flags & kBarrierExchangeFlag) || !own_inbox_fits(tiles, groups));
+    // (The default plan's layout: the barrier exchange's flag must not move the partition.)
+    const bool over_activations = n32 && S > 1 && !own_inbox_fits(tiles, groups);
     const double cluster_cost = kWgmmaClusterCost[S] * (over_activations ? 2 : 1);
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
     const double window_cost =
@@ -383,6 +383,23 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   best.ring = best.wgmma = best.cost >= 0;
   best.token_tiles = token_tiles;
   best.chunks = 1;
+  // Paired activations by default where the plan took a K split of 4 from 9 tokens, and the pairs
+  // (clusters of 8) keep its partition: the same row groups and tiles a CTA. H200, session 24
+  // (tools/config_ab.py, the split of 4 forced with and without them, the same bits at every
+  // point; docs/perf/h200_pair_activations_s24/): 0.94-0.99x the time back to back and
+  // 0.91-0.98x after a copy kernel at 9-32 tokens on 5120x4096, 4608x4096, 4096x4096 and
+  // 2048x2048. Not offered elsewhere: a split of 2 in clusters of 4 has fewer row groups resident
+  // (30 against 66 or 64 pairs' worth), and other splits were not measured.
+  if (best.wgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
+      !(config.flags & kNoPairActivationsFlag)) {
+    GemmConfig paired_config = config;
+    paired_config.k_split = 4;
+    paired_config.flags |= kPairActivationsFlag;
+    const GemmPlan paired =
+        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
+    if (paired.wgmma && paired.row_groups == best.row_groups && paired.max_tiles_per_cta == best.max_tiles_per_cta)
+      return paired;
+  }
   return best;
 }
 

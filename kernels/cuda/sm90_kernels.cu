@@ -223,7 +223,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
       const bool co_resident = (tries[i] & sm90::kCoResident) != 0;
       // Paired activations: quantized in the kernel only (the plan applies them from 9 tokens)
-      if (prequant) tries[i] &= ~sm90::kPairActivationsFlag;
+      if (prequant) tries[i] = (tries[i] & ~sm90::kPairActivationsFlag) | sm90::kNoPairActivationsFlag;
+      // (The plan may pair by default: the residency query asks the paired instance only when forced;
+      // both instances take 512 threads, one CTA an SM, and the plan's shared memory.)
       const bool pair = (tries[i] & sm90::kPairActivationsFlag) && !co_resident && wgmma_tiles >= 2;
       kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, 0)
                         : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0, pair);
