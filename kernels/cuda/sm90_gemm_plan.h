@@ -313,14 +313,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     };
     auto smem_for = [&](int64_t tiles) { return layout_for(tiles, slots_for(tiles)).total; };
     // 17-32 tokens: whether an inbox of its own still fits the partition, in shared memory and in
-    // one resident wave of `groups` clusters (else the inbox lies over the activations).
-    auto own_inbox_layout = [&](int64_t tiles) {
-      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups,
-                                 slots_for(tiles), false, /*own_inbox=*/true, pair);
-    };
-    auto own_inbox_fits = [&](int64_t tiles, int64_t groups) {
-      const int64_t total = own_inbox_layout(tiles).total;
-      return total <= smem_cap && resident_groups(S, total) >= groups;
+    // one resident wave of `row_groups` (else the inbox lies over the activations).
+    auto own_inbox_fits = [&](int64_t tiles, int64_t row_groups) {
+      const int64_t total = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups,
+                                                slots_for(tiles), false, /*own_inbox=*/true, pair)
+                                .total;
+      return total <= smem_cap && resident_groups(S, total) >= row_groups;
     };
     int64_t tiles = 0;
     auto fits = [&](int64_t t) { return t <= max_tiles && slots_for(t) > 0 && smem_for(t) <= smem_cap; };
