@@ -328,10 +328,10 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
          x.act_barrier_offset == y.act_barrier_offset;
 }
 
-// Paired activations: the two halves of a pair cover the tokens once, and each CTA's activation
-// mbarrier expects what its peer sends (pair_token_count(peer) x blocks x (128 e4m3 bytes + a 4-byte
-// scale)); the barrier is 8-byte aligned, past the others and before the block scales; the pairs
-// keep the plain plan's partition (the plan only pairs where they do).
+// Paired activations: the two halves of a pair cover the tokens once; the barrier is 8-byte
+// aligned, past the others and before the block scales; the pairs keep the plain plan's partition
+// on the large shapes (2048x2048's hold fewer row groups); the default pairs where the plain plan
+// takes the split of 4 and the pairs have at most 1.25x its tiles, with the forced pairs' partition.
 static void check_pair_activations() {
   for (int tokens = 1; tokens <= 32; ++tokens) {
     const int a0 = pair_first_token(0, tokens), n0 = pair_token_count(0, tokens);
@@ -366,7 +366,9 @@ static void check_pair_activations() {
       GemmConfig no_pair;
       no_pair.flags = kNoPairActivationsFlag;
       const GemmPlan u = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, no_pair, h200::resident_clusters);
-      CHECK(d.pair == (u.k_split == 4 && same_partition) && !u.pair, "default pairing of %lldx%lld M=%lld (plain split %d)", s[0], s[1], M,
+      CHECK(d.pair == (u.k_split == 4 && 4 * p.max_tiles_per_cta <= 5 * u.max_tiles_per_cta) && !u.pair &&
+                (!d.pair || (d.row_groups == p.row_groups && d.max_tiles_per_cta == p.max_tiles_per_cta)),
+            "default pairing of %lldx%lld M=%lld (plain split %d)", s[0], s[1], M,
             u.k_split);
       paired += d.pair;
     }
@@ -636,13 +638,17 @@ static void check_wgmma_ring() {
 // Either way the async exchange counts the inbox on an mbarrier, unless the barrier exchange is
 // asked for.
 static void check_own_inbox() {
+  // (a residency that ignores the cluster size: without paired activations, whose clusters of 8 it
+  // would overcount)
   auto fewer_above_200k = [](int, long long smem) { return smem > 200 * 1024 ? 30 : 33; };
-  const GemmPlan big = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, GemmConfig{}, fewer_above_200k);
+  GemmConfig unpaired;
+  unpaired.flags = kNoPairActivationsFlag;
+  const GemmPlan big = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, unpaired, fewer_above_200k);
   // (since session 23 the async exchange serves the inbox over the activations too: its mbarrier)
   CHECK(big.wgmma && big.row_groups == 33 && big.k_split == 4 && big.wgmma_layout.inbox_over_activations &&
             big.wgmma_layout.inbox_barrier && big.smem_bytes <= 200 * 1024,
         "5120x4096 M=32 keeps its partition and the inbox over the activations");
-  const GemmPlan own = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, GemmConfig{}, max_clusters);
+  const GemmPlan own = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, unpaired, max_clusters);
   CHECK(own.wgmma && own.row_groups == big.row_groups && own.k_split == big.k_split &&
             own.max_tiles_per_cta == big.max_tiles_per_cta && !own.wgmma_layout.inbox_over_activations &&
             own.wgmma_layout.inbox_barrier && own.smem_bytes > big.smem_bytes,

@@ -381,13 +381,16 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   best.ring = best.wgmma = best.cost >= 0;
   best.token_tiles = token_tiles;
   best.chunks = 1;
-  // Paired activations by default where the plan took a K split of 4 from 9 tokens, and the pairs
-  // (clusters of 8) keep its partition: the same row groups and tiles a CTA. H200, session 24
-  // (tools/config_ab.py, the split of 4 forced with and without them, the same bits at every
-  // point; docs/perf/h200_pair_activations_s24/): 0.94-0.99x the time back to back and
-  // 0.91-0.98x after a copy kernel at 9-32 tokens on 5120x4096, 4608x4096, 4096x4096 and
-  // 2048x2048. Not offered elsewhere: a split of 2 in clusters of 4 has fewer row groups resident
-  // (30 against 66 or 64 pairs' worth), and other splits were not measured.
+  // Paired activations by default where the plan took a K split of 4 from 9 tokens and the pairs
+  // (clusters of 8) fit with at most 1.25x its tiles a CTA. H200, session 24 (tools/config_ab.py,
+  // the split of 4 forced with and without them, the same bits at every point;
+  // docs/perf/h200_pair_activations_s24/): where the pairs keep the partition (30 row groups, as
+  // clusters of 4 above ~91 KB), 0.94-0.99x the time back to back and 0.91-0.98x after a copy
+  // kernel at 9-32 tokens on 5120x4096, 4608x4096 and 4096x4096; where they hold fewer row groups
+  // (2048x2048: 30 against 32, 5 tiles against 4; 3072x1536 at 24-32 tokens: 30 against 33, 7
+  // against 6), 0.94-1.00x back to back and 0.90-0.98x after a copy kernel. Not offered at other
+  // splits: the split of 2 in clusters of 4 lost on 4096x2048 (1.08x at 16 tokens with the same row
+  // groups, 1.00x at 24-32), and none other was measured.
   if (best.wgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
       !(config.flags & kNoPairActivationsFlag)) {
     GemmConfig paired_config = config;
@@ -395,8 +398,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     paired_config.flags |= kPairActivationsFlag;
     const GemmPlan paired =
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
-    if (paired.wgmma && paired.row_groups == best.row_groups && paired.max_tiles_per_cta == best.max_tiles_per_cta)
-      return paired;
+    if (paired.wgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
   }
   return best;
 }
