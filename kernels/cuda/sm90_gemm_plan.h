@@ -312,14 +312,6 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       return 0;
     };
     auto smem_for = [&](int64_t tiles) { return layout_for(tiles, slots_for(tiles)).total; };
-    // 17-32 tokens: whether an inbox of its own still fits the partition, in shared memory and in
-    // one resident wave of `row_groups` (else the inbox lies over the activations).
-    auto own_inbox_fits = [&](int64_t tiles, int64_t row_groups) {
-      const int64_t total = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups,
-                                                slots_for(tiles), false, /*own_inbox=*/true, pair)
-                                .total;
-      return total <= smem_cap && resident_groups(S, total) >= row_groups;
-    };
     int64_t tiles = 0;
     auto fits = [&](int64_t t) { return t <= max_tiles && slots_for(t) > 0 && smem_for(t) <= smem_cap; };
     if (!fit_one_wave(T, S, groups, tiles, fits, smem_for, resident_groups)) continue;
@@ -333,8 +325,20 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // MMAs before exchanging them (the exchange took 2.0-2.3 us at k_split 4 in tools/gemm_timeline.py
     // at 4443eab, against ~1 us at M = 1). The cluster's cost counts twice there.
     const bool n32 = wgmma_inbox_over_activations(token_tiles);
-    // (The default plan's layout: the barrier exchange's flag must not move the partition.)
-    const bool over_activations = n32 && S > 1 && !own_inbox_fits(tiles, groups);
+    // 17-32 tokens with a K split: an inbox of its own where the partition still fits with it, in
+    // shared memory and in one resident wave (its async exchange, wgmma_async_exchange, needs no
+    // cluster barrier after the MMAs). On the H200 5120x4096 M = 32's partition (33 clusters of 4,
+    // 10 tiles, 222.6 KB with it) does not, and took 1.85-1.90x the time when its plan changed for
+    // it (session 20). The cost takes the default's layout: the barrier exchange's flag, which keeps
+    // the inbox over the activations, must not move the partition.
+    WgmmaRingSmemLayout own;
+    bool own_fits = false;
+    if (n32 && S > 1) {
+      own = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots_for(tiles),
+                                false, /*own_inbox=*/true, pair);
+      own_fits = own.total <= smem_cap && resident_groups(S, own.total) >= groups;
+    }
+    const bool over_activations = n32 && S > 1 && !own_fits;
     const double cluster_cost = kWgmmaClusterCost[S] * (over_activations ? 2 : 1);
     const int64_t read_tiles = ceil_div(tiles, kWindowTiles) * kWindowTiles;  // what the windows read
     const double window_cost =
@@ -359,23 +363,11 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
       best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
       best.smem_stages = 0;
-      best.wgmma_layout = layout_for(tiles, best.ring_slots);
+      best.wgmma_layout =
+          own_fits && !(config.flags & kBarrierExchangeFlag) ? own : layout_for(tiles, best.ring_slots);
       best.pair = pair;
       best.smem_bytes = best.wgmma_layout.total;
       best.cost = cost;
-    }
-  }
-  // 32 tokens: an inbox of its own where the chosen partition still fits with it, in shared memory
-  // and in one resident wave (its async exchange, wgmma_async_exchange, needs no cluster barrier
-  // after the MMAs). On the H200 5120x4096 M = 32's partition (33 clusters of 4, 10 tiles, 222.6 KB
-  // with it) does not, and took 1.85-1.90x the time when its plan changed for it (session 20).
-  if (best.cost >= 0 && wgmma_inbox_over_activations(token_tiles) && best.k_split > 1 &&
-      !(config.flags & kBarrierExchangeFlag)) {
-    const WgmmaRingSmemLayout own(int(best.max_blocks_per_cta), token_tiles, int(best.max_tiles_per_cta), best.k_split,
-                                  best.chunk_blocks, warpgroups, best.ring_slots, false, /*own_inbox=*/true, pair);
-    if (own.total <= smem_cap && resident_groups(best.k_split, own.total) >= best.row_groups) {
-      best.wgmma_layout = own;
-      best.smem_bytes = own.total;
     }
   }
   best.ring = best.wgmma = best.cost >= 0;
