@@ -183,13 +183,18 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         assert ran >= 2, (n, k, M, ran)
 
 
-def launched_kernel_names(fn):
-    """The names of the CUDA kernels one call of `fn` launches (torch.profiler)."""
+def run_and_kernel_names(fn):
+    """`fn()`'s result and the names of the CUDA kernels that call launched (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        out = fn()
         torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return out, [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def ran_paired(names):
+    """Whether a paired-activations instance of the wgmma ring kernel is among the kernel names."""
+    return any("wgmma_ring_gemm_sm90" in name and ", true>" in name for name in names)
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
@@ -201,7 +206,7 @@ def test_sm90_paired_activations(gpu, M, fmt):
     input and a bias, with the async exchange (or at 17-32 tokens the exchange over the
     activations) and with the cluster barrier's (flag 2048); the paired instance is the kernel that
     ran, on every shape and K split where its plan fits (odd token counts split 7 / 6; K = 1152
-    splits 9 blocks 5 / 4). 5120x4096's default plan pairs (its split of 4), 4096x2048's does not."""
+    splits 9 blocks 5 / 4). 5120x4096's default plan pairs (its split of 4)."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     e8 = fmt == "e8m0"
@@ -219,24 +224,19 @@ def test_sm90_paired_activations(gpu, M, fmt):
         xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
         for k_split in (1, 2, 4):
             config = [k_split, 0, 0, 0, 8192]
-            names = launched_kernel_names(lambda: run_if_a_plan_fits(configured, xd, wd, wsd, bd, config))
-            if not any("wgmma_ring_gemm_sm90" in name and ", true>" in name for name in names):
+            paired, names = run_and_kernel_names(lambda: run_if_a_plan_fits(configured, xd, wd, wsd, bd, config))
+            if not ran_paired(names):
                 continue  # no paired plan fits this split (it ran another kernel, or none)
-            paired = configured(xd, wd, wsd, False, bd, config)
             assert_gemm_contract(paired, ref, f"paired N={n} K={k} M={M} k_split {k_split}")
-            plain = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384])
-            assert not any(", true>" in name for name in launched_kernel_names(
-                lambda: configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384]))), "flag 16384 paired"
+            plain, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384]))
+            assert not any(", true>" in name for name in names), "flag 16384 paired"
             assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
             barrier = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 8192 | 2048])
             assert torch.equal(_bits(barrier), _bits(plain)), f"paired, barrier exchange: N={n} K={k} k_split {k_split}"
             paired_runs += 1
-        default_paired = any(", true>" in name for name in launched_kernel_names(
-            lambda: fx.smallm_gemm(xd, wd, wsd, False, bd)))
         if n == 5120:
-            assert default_paired, "5120x4096's default (a split of 4) did not pair"
-        if n == 4096 and k == 1152:
-            pass  # its default split depends on the plan's costs; pairing there is checked above
+            _, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
+            assert any(", true>" in name for name in names), "5120x4096's default (a split of 4) did not pair"
     assert paired_runs >= 3, paired_runs  # k_split 4 (and 1-2 where the tiles allow) on the large shapes
 
 
