@@ -226,9 +226,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
       if (prequant) tries[i] = (tries[i] & ~sm90::kPairActivationsFlag) | sm90::kNoPairActivationsFlag;
       // (The plan may pair by default: the residency query asks the paired instance only when forced;
       // both instances take 512 threads, one CTA an SM, and the plan's shared memory.)
-      const bool pair = (tries[i] & sm90::kPairActivationsFlag) && !co_resident && wgmma_tiles >= 2;
       kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, 0)
-                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0, pair);
+                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0,
+                                                     (tries[i] & sm90::kPairActivationsFlag) != 0);
       threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
       if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
       GemmConfig wgmma_config = p.config;
