@@ -422,15 +422,15 @@ static void check_wgmma_ring() {
             wgmma_max_windows(4, kWgmmaWarpGroups) == kMaxWindows && wgmma_max_windows(1, kCoResidentWarpGroups) == 2 &&
             wgmma_max_windows(2, kCoResidentWarpGroups) == 2,
         "windows per plan");
-  // The launcher's instance has the plan's windows: one for 4 tiles, two for 5-8, three for 9-12;
-  // before planning (max_tiles 0) the default one, two.
+  // The launcher's instance has at least the plan's windows: an 8- or 16-token plan of more than 8
+  // tiles takes the 3-window instance, every other plan the default one (2 up to 16 tokens, 3 at 32).
   for (int token_tiles : {1, 2, 4})
     for (int tiles = kWindowTiles; tiles <= kWindowTiles * wgmma_max_windows(token_tiles, kWgmmaWarpGroups); ++tiles)
-      CHECK(wgmma_instance_windows(tiles) * kWindowTiles >= tiles &&
-                (wgmma_instance_windows(tiles) - 1) * kWindowTiles < tiles &&
-                wgmma_instance_windows(tiles) <= wgmma_max_windows(token_tiles, kWgmmaWarpGroups),
+      CHECK(wgmma_instance_windows(token_tiles, tiles) * kWindowTiles >= tiles &&
+                wgmma_instance_windows(token_tiles, tiles) <= wgmma_max_windows(token_tiles, kWgmmaWarpGroups) &&
+                (tiles > 2 * kWindowTiles || wgmma_instance_windows(token_tiles, tiles) ==
+                                                 wgmma_instance_windows(token_tiles, 0)),
             "instance windows token_tiles=%d tiles=%d", token_tiles, tiles);
-  CHECK(wgmma_instance_windows(0) == 2, "the default instance's windows");
   for (int ntiles = kWindowTiles; ntiles <= kWindowTiles * kMaxWindows; ++ntiles) {
     const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;
     std::vector<int> parked(size_t(ntiles), 0);

@@ -157,14 +157,12 @@ constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks w
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
   return warpgroups == kWgmmaWarpGroups ? 3 : 2;
 }
-// Windows an instance is compiled for: one for a plan of 4 tiles a CTA, two for 5-8, three for 9-12
-// (max_tiles 0, before planning: the default instance, two). The windows a plan never uses are
-// code its CTAs carry cold: up to 16 tokens the third window's code cost the plans that never use
-// it 1.5-2.5 % a call in the decode step (4096x4096 and 6144x4096 at 12 tokens, H200, session 21);
-// at 32 tokens a build whose instance had 8 % less code took 0.97x the time on 4096x2048 (4
-// tiles) at 24-32 tokens (session 25).
-SGL_FP8_HD constexpr int wgmma_instance_windows(int max_tiles) {
-  return max_tiles == 0 ? 2 : (max_tiles + kWindowTiles - 1) / kWindowTiles;
+// Windows an instance is compiled for. Up to 16 tokens a plan of more than 8 tiles a CTA takes an
+// instance of its own: the third window's code in the one instance of 16 tokens cost the plans
+// that never use it 1.5-2.5 % a call in the decode step (4096x4096 and 6144x4096 at 12 tokens,
+// H200, session 21).
+SGL_FP8_HD constexpr int wgmma_instance_windows(int token_tiles, int max_tiles) {
+  return token_tiles > 2 || max_tiles > 2 * kWindowTiles ? 3 : 2;
 }
 // The co-resident variant: 2 warpgroups (256 threads, <= 128 registers) and <= kCoResidentSmem
 // bytes of shared memory, so that the next launch's CTA fits on the SM beside this one and

@@ -45,25 +45,21 @@ GemmKernel ring_instance(int token_tiles) {
   return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
-// The co-resident variant (up to 16 tokens, 2 windows), or the 4-warpgroup kernel with the windows
-// the plan's max_tiles needs (sm90::wgmma_instance_windows; 0 before planning: 2).
+// Up to 16 tokens (TOKEN_TILES 1 or 2): the co-resident variant, or the 4-warpgroup kernel with the
+// windows the plan's max_tiles needs (sm90::wgmma_instance_windows; 0 before planning).
 template <int TOKEN_TILES, bool PREQUANT>
-GemmKernel wgmma_instance_of_windows(bool co_resident, int max_tiles) {
-  constexpr int kWgs = sm90::kWgmmaWarpGroups;
-  if constexpr (TOKEN_TILES <= 2)
-    if (co_resident) return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, sm90::kCoResidentWarpGroups, 2>;
-  switch (sm90::wgmma_instance_windows(max_tiles)) {
-    case 1: return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, kWgs, 1>;
-    case 2: return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, kWgs, 2>;
-    default: return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, kWgs, 3>;
-  }
+GemmKernel wgmma_instance_up_to_16(bool co_resident, int max_tiles) {
+  if (co_resident) return sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, sm90::kCoResidentWarpGroups>;
+  return sm90::wgmma_instance_windows(TOKEN_TILES, max_tiles) > 2
+             ? sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT, sm90::kWgmmaWarpGroups, 3>
+             : sm90::wgmma_ring_gemm_sm90<TOKEN_TILES, PREQUANT>;
 }
 
 // The paired-activations instances (bf16/fp16 input, 4 warpgroups, 9-32 tokens).
 GemmKernel wgmma_pair_instance(int token_tiles, int max_tiles) {
   constexpr int kWgs = sm90::kWgmmaWarpGroups;
   if (token_tiles > 2) return sm90::wgmma_ring_gemm_sm90<4, false, kWgs, 3, true>;
-  return sm90::wgmma_instance_windows(max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, false, kWgs, 3, true>
+  return sm90::wgmma_instance_windows(2, max_tiles) > 2 ? sm90::wgmma_ring_gemm_sm90<2, false, kWgs, 3, true>
                                                         : sm90::wgmma_ring_gemm_sm90<2, false, kWgs, 2, true>;
 }
 
@@ -74,9 +70,9 @@ template <bool PREQUANT>
 GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles, bool pair = false) {
   if (pair && !PREQUANT && !co_resident && token_tiles >= 2) return wgmma_pair_instance(token_tiles, max_tiles);
   switch (token_tiles) {
-    case 1: return wgmma_instance_of_windows<1, PREQUANT>(co_resident, max_tiles);
-    case 2: return wgmma_instance_of_windows<2, PREQUANT>(co_resident, max_tiles);
-    default: return wgmma_instance_of_windows<4, PREQUANT>(co_resident, max_tiles);
+    case 1: return wgmma_instance_up_to_16<1, PREQUANT>(co_resident, max_tiles);
+    case 2: return wgmma_instance_up_to_16<2, PREQUANT>(co_resident, max_tiles);
+    default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
   }
 }
 

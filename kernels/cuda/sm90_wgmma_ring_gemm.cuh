@@ -152,7 +152,7 @@ struct PeerActivations {
 // PAIR: paired activations (clusters of k_split x 2 CTAs, the grid's row groups in pairs): this
 // CTA quantizes half of the tokens (pair_first_token) and receives the other half from its peer.
 template <int TOKEN_TILES, bool PREQUANT, int WGS = kWgmmaWarpGroups,
-          int WINDOWS = wgmma_instance_windows(0), bool PAIR = false>
+          int WINDOWS = wgmma_instance_windows(TOKEN_TILES, 0), bool PAIR = false>
 __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 1)
     wgmma_ring_gemm_sm90(const __grid_constant__ GemmKernelArgs a) {
   static_assert(!PAIR || (!PREQUANT && WGS == kWgmmaWarpGroups && TOKEN_TILES >= 2),
@@ -506,11 +506,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     }
   };
   const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
-  // (An instance compiled for fewer windows carries none of the others' code.)
-  if (kMaxWin == 1 || windows == 1) {
+  if (windows == 1) {
     stream_and_park(std::integral_constant<int, 1>{});
   } else if (kMaxWin == 2 || windows == 2) {
-    if constexpr (kMaxWin >= 2) stream_and_park(std::integral_constant<int, 2>{});
+    stream_and_park(std::integral_constant<int, 2>{});
   } else {
     if constexpr (kMaxWin >= 3) stream_and_park(std::integral_constant<int, 3>{});
   }
