@@ -330,8 +330,9 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
 
 // Paired activations: the two halves of a pair cover the tokens once; the barrier is 8-byte
 // aligned, past the others and before the block scales; the pairs keep the plain plan's partition
-// on the large shapes (2048x2048's hold fewer row groups); the default pairs where the plain plan
-// takes the split of 4 and the pairs have at most 1.25x its tiles, with the forced pairs' partition.
+// (on the H200 clusters of 4 and of 8 hold as many row groups, 30, at every size: h200_residency.h);
+// the default pairs where the plain plan takes the split of 4 and the pairs have at most 1.25x its
+// tiles, with the forced pairs' partition.
 static void check_pair_activations() {
   for (int tokens = 1; tokens <= 32; ++tokens) {
     const int a0 = pair_first_token(0, tokens), n0 = pair_token_count(0, tokens);
@@ -351,10 +352,8 @@ static void check_pair_activations() {
       plain.k_split = 4;
       plain.flags = kNoPairActivationsFlag;
       const GemmPlan q = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, plain, h200::resident_clusters);
-      // On the H200 clusters of 8 hold as many row groups as clusters of 4 above ~91 KB a CTA (30);
-      // 2048x2048's CTAs are smaller (33 clusters of 4, 32 row groups), so its pairs have fewer.
       const bool same_partition = q.row_groups == p.row_groups && q.max_tiles_per_cta == p.max_tiles_per_cta;
-      CHECK(same_partition == (s[0] != 2048) && !q.pair, "pairs and the partition of %lldx%lld M=%lld", s[0], s[1], M);
+      CHECK(same_partition && !q.pair, "pairs and the partition of %lldx%lld M=%lld", s[0], s[1], M);
       const WgmmaRingSmemLayout& l = p.wgmma_layout;
       CHECK(l.act_barrier_offset % 8 == 0 && l.act_barrier_offset >= l.inbox_barrier_offset + (l.inbox_barrier ? 8 : 0) &&
                 l.act_barrier_offset + 8 == l.scale_offset,
@@ -670,7 +669,10 @@ static void check_own_inbox() {
 // 2, 4 and 8 (session 24, docs/perf/h200_plan_17_32_s24/, which supersedes session 22's 2560x4096
 // at 17-24 tokens: since the epilogue's bank conflicts went (session 23) the split of 8 wins there).
 // Not listed: points where the plan still misses the fastest split (2560x4096 at 17-20 tokens takes
-// 4, 2-7 % slower than 8; 1024x4096 at 20 takes 8, 3 % slower than 4 back to back; docs/sm90.md).
+// 4, 2-7 % slower than 8; 1024x4096 at 20 takes 8, 3 % slower than 4 back to back; docs/sm90.md),
+// and 4096x2048 at 24-32 tokens: session 24 measured 2 against an unpaired 4, but the plan takes 4
+// with paired activations, which measured level with 2 (session 25: 2 took 0.97-0.99x its time back
+// to back and 1.00-1.02x after a copy kernel, docs/perf/h200_window_major_s25/call5_4096x2048_splits).
 static void check_measured_k_splits() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
       {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
@@ -680,7 +682,7 @@ static void check_measured_k_splits() {
       {5120, 4096, 17, 4}, {5120, 4096, 24, 4}, {5120, 4096, 28, 4},  // 2, 4, 8
       {4608, 4096, 17, 4}, {4608, 4096, 24, 4},  // 2, 4, 8
       {4096, 4096, 17, 4}, {4096, 4096, 24, 4}, {4096, 4096, 28, 4},  // 2, 4, 8
-      {4096, 2048, 17, 2}, {4096, 2048, 24, 2}, {4096, 2048, 32, 2},  // 2, 4, 8
+      {4096, 2048, 17, 2},  // 2, 4, 8
       {2560, 4096, 1, 2},  {2560, 4096, 16, 8}, {2560, 4096, 24, 8}, {2560, 4096, 28, 8},  // 2, 4, 8
       {1536, 4096, 4, 4},  {1536, 4096, 8, 4},  {1536, 4096, 16, 4}, {1536, 4096, 24, 4},  // 2, 4, 6, 8
       {1024, 4096, 1, 4},  {1024, 4096, 8, 4},  {1024, 4096, 16, 4}};  // 2, 4, 6, 8
@@ -688,6 +690,60 @@ static void check_measured_k_splits() {
     const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
     CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
           plan.k_split, m[3]);
+  }
+}
+
+// Launches the H200 recorded (session 25, docs/perf/h200_session25/: tools/config_ab.py --kernels
+// and the plan probe in scripts/): the CPU plan with h200_residency.h must give each one's K split,
+// row groups, pairing and shared memory. Until session 25 the CPU table had 33 clusters of 4 for
+// small CTAs, and its plan of 4096x2048 at 24-32 tokens was not the one the device launched.
+static void check_recorded_launches() {
+  const long long recorded[][9] = {  // N, K, M, forced k_split, flags -> k_split, row groups, pair, smem
+      {2560, 4096, 16, 0, 0, 8, 15, 0, 115912},
+      {2560, 4096, 16, 0, 8192, 2, 40, 1, 169264},
+      {2560, 4096, 16, 2, 8192, 2, 40, 1, 169264},
+      {2560, 4096, 16, 4, 0, 4, 30, 1, 136424},
+      {2560, 4096, 16, 4, 8192, 4, 30, 1, 136424},
+      {2560, 4096, 24, 0, 0, 8, 15, 0, 140488},
+      {2560, 4096, 24, 0, 8192, 4, 30, 1, 161000},
+      {2560, 4096, 24, 2, 8192, 2, 40, 1, 207152},
+      {2560, 4096, 24, 4, 0, 4, 30, 1, 161000},
+      {2560, 4096, 24, 4, 8192, 4, 30, 1, 161000},
+      {2560, 4096, 32, 0, 0, 8, 15, 0, 140488},
+      {2560, 4096, 32, 0, 8192, 4, 30, 1, 161000},
+      {2560, 4096, 32, 2, 8192, 2, 40, 1, 207152},
+      {2560, 4096, 32, 4, 0, 4, 30, 1, 161000},
+      {2560, 4096, 32, 4, 8192, 4, 30, 1, 161000},
+      {4096, 2048, 1, 0, 0, 2, 64, 0, 76952},
+      {4096, 2048, 8, 0, 0, 2, 64, 0, 76952},
+      {4096, 2048, 16, 0, 0, 2, 64, 0, 87192},
+      {4096, 2048, 16, 0, 8192, 2, 60, 1, 105664},
+      {4096, 2048, 16, 2, 8192, 2, 60, 1, 105664},
+      {4096, 2048, 16, 4, 0, 4, 30, 1, 95408},
+      {4096, 2048, 16, 4, 8192, 4, 30, 1, 95408},
+      {4096, 2048, 17, 0, 0, 2, 64, 0, 107672},
+      {4096, 2048, 17, 2, 0, 2, 64, 0, 107672},
+      {4096, 2048, 24, 0, 0, 4, 30, 1, 115888},
+      {4096, 2048, 24, 0, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 24, 2, 8192, 2, 60, 1, 128192},
+      {4096, 2048, 24, 4, 0, 4, 30, 1, 115888},
+      {4096, 2048, 24, 4, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 32, 0, 0, 4, 30, 1, 115888},
+      {4096, 2048, 32, 0, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 32, 2, 0, 2, 64, 0, 107672},
+      {4096, 2048, 32, 2, 8192, 2, 60, 1, 128192},
+      {4096, 2048, 32, 4, 0, 4, 30, 1, 115888},
+      {4096, 2048, 32, 4, 8192, 4, 30, 1, 115888},
+  };
+  for (const auto& r : recorded) {
+    GemmConfig config;
+    config.k_split = int(r[3]);
+    config.flags = int(r[4]);
+    const GemmPlan p = plan_wgmma_ring_gemm(r[0], r[1], r[2], false, 132, 227 * 1024, config, h200::resident_clusters);
+    CHECK(p.wgmma && p.k_split == r[5] && p.row_groups == r[6] && int(p.pair) == r[7] && p.smem_bytes == r[8],
+          "%lldx%lld M=%lld [%lld,..,%lld]: plan k_split %d, %d row groups, pair %d, %lld B; the H200 launched %lld, %lld, "
+          "%lld, %lld B",
+          r[0], r[1], r[2], r[3], r[4], p.k_split, p.row_groups, int(p.pair), (long long)p.smem_bytes, r[5], r[6], r[7], r[8]);
   }
 }
 
@@ -804,6 +860,7 @@ int main() {
   check_own_inbox();
   check_pair_activations();
   check_measured_k_splits();
+  check_recorded_launches();
   check_small_quotient();
   check_exchange_split();
   check_partial_token_slots();

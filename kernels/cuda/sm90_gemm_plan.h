@@ -327,9 +327,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     const bool n32 = wgmma_inbox_over_activations(token_tiles);
     // 17-32 tokens with a K split: an inbox of its own where the partition still fits with it, in
     // shared memory and in one resident wave (its async exchange, wgmma_async_exchange, needs no
-    // cluster barrier after the MMAs). On the H200 5120x4096 M = 32's partition (33 clusters of 4,
-    // 10 tiles, 222.6 KB with it) does not, and took 1.85-1.90x the time when its plan changed for
-    // it (session 20). The cost takes the default's layout: the barrier exchange's flag, which keeps
+    // cluster barrier after the MMAs). On the H200 5120x4096 M = 32's partition (30 clusters of 4,
+    // 11 tiles) does not fit with it in shared memory; a build that gave every 32-token plan an
+    // inbox of its own moved that plan and took 1.85-1.90x the time (session 20). The cost takes the default's layout: the barrier exchange's flag, which keeps
     // the inbox over the activations, must not move the partition.
     WgmmaRingSmemLayout own;
     bool own_fits = false;
@@ -376,13 +376,13 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // Paired activations by default where the plan took a K split of 4 from 9 tokens and the pairs
   // (clusters of 8) fit with at most 1.25x its tiles a CTA. H200, session 24 (tools/config_ab.py,
   // the split of 4 forced with and without them, the same bits at every point;
-  // docs/perf/h200_pair_activations_s24/): where the pairs keep the partition (30 row groups, as
-  // clusters of 4 above ~91 KB), 0.94-0.99x the time back to back and 0.91-0.98x after a copy
-  // kernel at 9-32 tokens on 5120x4096, 4608x4096 and 4096x4096; where they hold fewer row groups
-  // (2048x2048: 30 against 32, 5 tiles against 4; 3072x1536 at 24-32 tokens: 30 against 33, 7
-  // against 6), 0.94-1.00x back to back and 0.90-0.98x after a copy kernel. Not offered at other
-  // splits: the split of 2 in clusters of 4 lost on 4096x2048 (1.08x at 16 tokens with the same row
-  // groups, 1.00x at 24-32), and none other was measured.
+  // docs/perf/h200_pair_activations_s24/): 0.94-0.99x the time back to back and 0.91-0.98x after a
+  // copy kernel at 9-32 tokens on 5120x4096, 4608x4096 and 4096x4096, 0.94-1.00x and 0.90-0.98x on
+  // 2048x2048 and 3072x1536 at 24-32 tokens. On the H200 the pairs keep the partition (clusters of
+  // 8 and of 4 both hold 30 row groups; the 1.25x bound was written when the CPU residency table
+  // wrongly had 33 clusters of 4 for small CTAs, session 25). Not offered at other splits: the split
+  // of 2 in clusters of 4 lost on 4096x2048 (1.08x at 16 tokens with the same row groups, 1.00x at
+  // 24-32 with 60 against 64), and none other was measured.
   if (best.wgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
       !(config.flags & kNoPairActivationsFlag)) {
     GemmConfig paired_config = config;
