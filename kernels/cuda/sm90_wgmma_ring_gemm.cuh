@@ -86,10 +86,9 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
   const int blocks = (token_tiles > 2 ? 12 : 16) / (windows * token_tiles);
   return blocks < kMaxWgBlocks ? blocks : kMaxWgBlocks;
 }
-// A window-major warpgroup (one window over every block: the kernel's window_major) keeps 4 x
-// token_tiles accumulators instead of 3 windows' 12 x token_tiles, so its P may take 64 registers
-// at 32 tokens too, and it issues up to 8 blocks a wait (the 8 K blocks of a K split of 4 of the
-// large shapes: one round).
+// A window-major warpgroup (one window over every block: the kernel's window_major, 32 tokens)
+// keeps 4 x token_tiles accumulators instead of 3 windows' 12 x token_tiles, so its P may take 64
+// registers: 4 blocks a wait at 32 tokens (8 would be the cap at fewer tokens).
 constexpr int window_major_blocks_per_wait(int token_tiles) { return 16 / token_tiles < 8 ? 16 / token_tiles : 8; }
 
 // The finishing CTA's side of the direct exchange (wgmma_direct_exchange). Once its inbox barrier
