@@ -1,7 +1,9 @@
 // How fast one SM issues FP8 wgmma of the small-N shapes a decode GEMM uses: cycles per
 // instruction per SM for A and B from shared memory (SS) or A from registers (RS), with several
 // warpgroups per CTA, one CTA per SM. Shapes: m64n8k32 and m64n16k32 (weights as A, tokens as
-// B) and m64n80k32 (tokens as A, 80 weight rows as B). A standalone tool (no repository header):
+// B) and m64n80k32 (tokens as A, 80 weight rows as B); and (run_order, session 25) the fused
+// kernel's two MMA orders for a CTA of 3 windows, K-block order against window-major. A
+// standalone tool (no repository header):
 //   nvcc -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/wgmma_rate tools/wgmma_rate.cu && /tmp/wgmma_rate
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -28,6 +30,14 @@ __device__ __forceinline__ void ss_n16(float (&d)[40], uint64_t a, uint64_t b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, 1, 1, 1;"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
                : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void ss_n32(float (&d)[40], uint64_t a, uint64_t b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, 1, 1, 1;"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a), "l"(b));
 }
 __device__ __forceinline__ void rs_n8(float (&d)[40], uint4 a, uint64_t b) {
   asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1;"
@@ -113,6 +123,66 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
   record(t0, n0, d, cycles, sink);
 }
 
+// The fused kernel's MMA orders for one CTA of 3 windows (session 25): warpgroups 0-1 issue G01
+// commit groups of PER m64nNk32 (a block: windows x 4 K steps), warpgroup 2 G2 and warpgroup 3 G3,
+// each waiting after every WAIT groups and after its last; cycles from the first issue to the
+// CTA's end. Compile-time counts: with runtime ones ptxas serializes the wgmma (C7518), as it
+// would in the kernel. K-block order at 16 tokens: 4 warpgroups x 2 groups of 12 (3 windows), one
+// wait; window-major: 3 warpgroups x 8 groups of 4, one wait (1.035-1.07x the kernel's time at
+// 8-16 tokens, H200).
+template <int N, int PER, int WAIT, int G>
+__device__ __forceinline__ void issue_groups(float (&d)[40], uint32_t base, int wg) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    fence();
+#pragma unroll
+    for (int j = 0; j < PER; ++j) {
+      const int i = g * PER + j;
+      const uint32_t a = base + uint32_t((i * 8192 + wg * 2048) % (128 * 1024)) + 32 * (j & 3);
+      const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (g & 7);
+      if constexpr (N == 16) ss_n16(d, desc_sw128(a), desc_sw128(b));
+      if constexpr (N == 32) ss_n32(d, desc_sw128(a), desc_sw128(b));
+    }
+    commit();
+    if ((g + 1) % WAIT == 0 || g + 1 == G) wait<0>();
+  }
+}
+template <int N, int PER, int WAIT, int G01, int G2, int G3>
+__global__ void __launch_bounds__(512, 1) burst(long long* cycles, float* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  fill_shared(smem);
+  const int wg = threadIdx.x / 128;
+  float d[40];
+  for (int i = 0; i < 40; ++i) d[i] = 0.f;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  long long t0 = clock64(), n0 = timer_ns();
+  if (wg < 2) {
+    issue_groups<N, PER, WAIT, G01>(d, base, wg);
+  } else if (wg == 2) {
+    if constexpr (G2 > 0) issue_groups<N, PER, WAIT, G2>(d, base, wg);
+  } else {
+    if constexpr (G3 > 0) issue_groups<N, PER, WAIT, G3>(d, base, wg);
+  }
+  record(t0, n0, d, cycles, sink);
+}
+
+template <int N, int PER, int WAIT, int G01, int G2, int G3>
+void run_order(const char* name, long long* cycles, float* sink, int sms) {
+  auto kernel = burst<N, PER, WAIT, G01, G2, G3>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  for (int rep = 0; rep < 3; ++rep) kernel<<<sms, 512, kSmem>>>(cycles, sink);
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    printf("%s: error\n", name);
+    return;
+  }
+  long long host[1024];
+  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
+  long long mx = 0;
+  for (int i = 0; i < sms; ++i) mx = host[i] > mx ? host[i] : mx;
+  const int instructions = (2 * G01 + G2 + G3) * PER;
+  printf("m64n%dk32 %-58s %6lld cycles (%5.1f per instruction per SM)\n", N, name, mx, double(mx) / instructions);
+}
+
 template <typename K>
 void run(const char* name, K kernel, int warpgroups, long long* cycles, float* sink, int sms) {
   const int rounds = 256;
@@ -164,6 +234,12 @@ int main() {
   float* sink;
   cudaMalloc(&cycles, sizeof(long long) * 1024);
   cudaMalloc(&sink, sizeof(float) * 1024);
+  // 3 windows x 8 blocks a CTA (a K split of 4): K-block order against window-major.
+  run_order<16, 12, 2, 2, 2, 2>("16 tokens, K-block order (4 wg x 2 blocks x 12)", cycles, sink, sms);
+  run_order<16, 4, 8, 8, 8, 0>("16 tokens, window-major (3 wg x 8 blocks x 4)", cycles, sink, sms);
+  run_order<16, 4, 8, 8, 4, 4>("16 tokens, window-major, 4 wg (8, 8, 4, 4 blocks x 4)", cycles, sink, sms);
+  run_order<32, 12, 1, 2, 2, 2>("32 tokens, K-block order (4 wg x 2 blocks x 12, wait each)", cycles, sink, sms);
+  run_order<32, 4, 4, 8, 8, 0>("32 tokens, window-major (3 wg x 8 blocks x 4, wait every 4)", cycles, sink, sms);
   for (int r : {1, 2, 4, 16}) run_short(rate<0, 0>, r, cycles, sink, sms);
   for (int r : {1, 2, 4, 16}) run_short(rate<0, 4>, r, cycles, sink, sms);
   for (int wgs : {4}) {
