@@ -68,6 +68,15 @@ __device__ void fill_shared(uint8_t* smem) {
   __syncthreads();
 }
 
+// Instruction i (j-th of its group g) of warpgroup wg: A, 64 rows x 128 bytes, windows walking
+// through the first 128 KB; B, 8 KB at the end.
+__device__ __forceinline__ uint32_t a_operand(uint32_t base, int i, int j, int wg) {
+  return base + uint32_t((i * 8192 + wg * 2048) % (128 * 1024)) + 32 * (j & 3);
+}
+__device__ __forceinline__ uint32_t b_operand(uint32_t base, int j, int g) {
+  return base + 128 * 1024 + 32 * (j & 3) + 1024 * (g & 7);
+}
+
 // The CTA's cycles and nanoseconds since (t0, n0); the accumulators feed a store that never
 // happens, so that the MMAs are not removed.
 __device__ void record(long long t0, long long n0, const float (&d)[40], long long* cycles, float* sink) {
@@ -106,9 +115,7 @@ __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long 
       fence();
 #pragma unroll
       for (int j = 0; j < kPerGroup; ++j) {
-        // A: 64 rows x 128 bytes windows walking through 128 KB; B: 8 KB at the end
-        const uint32_t a = base + uint32_t(((r * kPerGroup + j) * 8192 + wg * 2048) % (128 * 1024)) + 32 * (j & 3);
-        const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (r & 7);
+        const uint32_t a = a_operand(base, r * kPerGroup + j, j, wg), b = b_operand(base, j, r);
         if constexpr (MODE == 0) ss_n8(d, desc_sw128(a), desc_sw128(b));
         if constexpr (MODE == 1) ss_n16(d, desc_sw128(a), desc_sw128(b));
         if constexpr (MODE == 2) rs_n8(d, av[j], desc_sw128(b));
@@ -137,9 +144,7 @@ __device__ __forceinline__ void issue_groups(float (&d)[40], uint32_t base, int 
     fence();
 #pragma unroll
     for (int j = 0; j < PER; ++j) {
-      const int i = g * PER + j;
-      const uint32_t a = base + uint32_t((i * 8192 + wg * 2048) % (128 * 1024)) + 32 * (j & 3);
-      const uint32_t b = base + 128 * 1024 + 32 * (j & 3) + 1024 * (g & 7);
+      const uint32_t a = a_operand(base, g * PER + j, j, wg), b = b_operand(base, j, g);
       if constexpr (N == 16) ss_n16(d, desc_sw128(a), desc_sw128(b));
       if constexpr (N == 32) ss_n32(d, desc_sw128(a), desc_sw128(b));
     }
@@ -166,6 +171,19 @@ __global__ void __launch_bounds__(512, 1) burst(long long* cycles, float* sink) 
   record(t0, n0, d, cycles, sink);
 }
 
+// The slowest CTA's cycles (record's first 512 words) and its nanoseconds (the next 512).
+struct Slowest {
+  long long cycles = 0, ns = 0;
+};
+Slowest slowest_cta(const long long* cycles, int sms) {
+  long long host[1024];
+  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
+  Slowest s;
+  for (int i = 0; i < sms; ++i)
+    if (host[i] > s.cycles) s = {host[i], host[512 + i]};
+  return s;
+}
+
 template <int N, int PER, int WAIT, int G01, int G2, int G3>
 void run_order(const char* name, long long* cycles, float* sink, int sms) {
   auto kernel = burst<N, PER, WAIT, G01, G2, G3>;
@@ -175,10 +193,7 @@ void run_order(const char* name, long long* cycles, float* sink, int sms) {
     printf("%s: error\n", name);
     return;
   }
-  long long host[1024];
-  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
-  long long mx = 0;
-  for (int i = 0; i < sms; ++i) mx = host[i] > mx ? host[i] : mx;
+  const long long mx = slowest_cta(cycles, sms).cycles;
   const int instructions = (2 * G01 + G2 + G3) * PER;
   printf("m64n%dk32 %-58s %6lld cycles (%5.1f per instruction per SM)\n", N, name, mx, double(mx) / instructions);
 }
@@ -194,15 +209,8 @@ void run(const char* name, K kernel, int warpgroups, long long* cycles, float* s
     printf("%-34s error %s\n", name, cudaGetErrorString(e));
     return;
   }
-  long long host[1024];
-  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
-  long long mx = 0, ns = 0;
-  for (int i = 0; i < sms; ++i) {
-    if (host[i] > mx) {
-      mx = host[i];
-      ns = host[512 + i];
-    }
-  }
+  const Slowest slow = slowest_cta(cycles, sms);
+  const long long mx = slow.cycles, ns = slow.ns;
   const double per = double(mx) / (double(rounds) * kPerGroup * warpgroups);
   printf("%-40s warpgroups %d: %6.1f cycles per instruction per SM (%5.1f per warpgroup), SM clock %4.0f MHz\n", name,
          warpgroups, per, per * warpgroups, ns > 0 ? 1e3 * double(mx) / double(ns) : 0.0);
@@ -215,14 +223,8 @@ void run_short(K kernel, int rounds, long long* cycles, float* sink, int sms) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   for (int rep = 0; rep < 3; ++rep) kernel<<<sms, 512, kSmem>>>(rounds, 4, cycles, sink);
   cudaDeviceSynchronize();
-  long long host[1024];
-  cudaMemcpy(host, cycles, sizeof(long long) * 1024, cudaMemcpyDeviceToHost);
-  long long mx = 0, ns = 0;
-  for (int i = 0; i < sms; ++i)
-    if (host[i] > mx) {
-      mx = host[i];
-      ns = host[512 + i];
-    }
+  const Slowest slow = slowest_cta(cycles, sms);
+  const long long mx = slow.cycles, ns = slow.ns;
   printf("SS m64n8k32, 4 warpgroups, %3d rounds of 8 then wait: %6lld cycles in all (%5.1f per instruction per SM), %lld ns\n",
          rounds, mx, double(mx) / (rounds * 32.0), ns);
 }
