@@ -10,7 +10,9 @@
 //    waits for the block's chunk, then for every 64-row window of the CTA's tiles issues
 //    m64nNk32 x 4 (N = 8, 16 or 32 tokens) into a fresh fp32 P (SPEC §3.4's per-block product);
 //    once a round of its blocks is issued it waits once and adds each P * (xs * ws) to its
-//    accumulators in block order;
+//    accumulators in block order. At 32 tokens a CTA of 3 windows runs window-major instead:
+//    warpgroup w < 3 takes window w over every block, so that each tile's sum is parked once
+//    (session 25);
 //  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
 //    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles up to 8 tokens,
@@ -84,6 +86,11 @@ constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
   const int blocks = (token_tiles > 2 ? 12 : 16) / (windows * token_tiles);
   return blocks < kMaxWgBlocks ? blocks : kMaxWgBlocks;
 }
+// A window-major warpgroup (one window over every block: the kernel's window_major) keeps 4 x
+// token_tiles accumulators instead of 3 windows' 12 x token_tiles, so its P may take 64 registers
+// at 32 tokens too, and it issues up to 8 blocks a wait (the 8 K blocks of a K split of 4 of the
+// large shapes: one round).
+constexpr int window_major_blocks_per_wait(int token_tiles) { return 16 / token_tiles < 8 ? 16 / token_tiles : 8; }
 
 // The finishing CTA's side of the direct exchange (wgmma_direct_exchange). Once its inbox barrier
 // has counted every partial of its tiles (k_split ranks x WGS warpgroups), sum them in the order
@@ -380,6 +387,17 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // it cannot prove uniform). The accumulators are sized by the compile-time window count, so
   // that an instance's registers hold only the windows it uses.
   const int per_wg = nblocks % WGS == 0 ? nblocks / WGS : 0;
+  // Window-major (32 tokens, 9-12 tiles): each window goes to one warpgroup over all of the CTA's
+  // K blocks instead of each warpgroup taking every window of a quarter of the blocks, so that each
+  // tile's sum is parked once instead of once per warpgroup (90 KB of shared-memory stores and as
+  // many loads fewer on 5120x4096's 11 tiles); warpgroup 3 has no MMAs. Binary against binary on
+  // the H200 (session 25, docs/sm90.md; every 3-window CTA window-major), at 24-32 tokens: 0.965-0.982x
+  // the time on 4096x2048 (9 tiles, 4 blocks), 0.976-0.997x on 4096x4096, level on 4608x4096 and
+  // 5120x4096 (0.99-1.02x); at 8-16 tokens 1.035-1.07x on 5120x4096 and 4608x4096, which is why the
+  // 8- and 16-token instances keep the K-block order.
+  const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
+  constexpr bool kWindowMajor = WGS == kWgmmaWarpGroups && TOKEN_TILES == kMaxWgmmaTokenTiles && kMaxWin >= kMaxWindows;
+  const bool window_major = kWindowMajor && windows == kMaxWindows;
   // A refilled ring: chunk c's slot is released by lane 0 of every warp once its warpgroup's MMAs
   // on it have completed; thread 0 then waits for all of them and requests chunk c + slots into
   // it (the TMA writes what the MMAs read: the mbarrier orders the two async-proxy accesses).
@@ -417,6 +435,20 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         }
       }
     };
+    // The same for the one window of a window-major warpgroup, whose first tile is window_tile.
+    auto apply_window = [&](int lb, int window_tile, const float4 (&Pw)[TOKEN_TILES]) {
+      const float ws = decode_scale_bits(unit_scales[(window_tile + wq) * nblocks + lb],
+                                         (a.flags & kDecodeScalesInLoop) && a.e8m0);
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) {
+        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
+        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+        acc[0][t].x += Pw[t].x * f0;
+        acc[0][t].y += Pw[t].y * f1;
+        acc[0][t].z += Pw[t].z * f0;
+        acc[0][t].w += Pw[t].w * f1;
+      }
+    };
     if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
       for (int c = 0; c < chunks; ++c) {
         mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
@@ -436,6 +468,31 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
           wgmma_wait<0>();
           apply(c * WGS + wg, P);
           release_and_refill(c);
+        }
+      }
+    } else if (window_major) {
+      // Warpgroup wg < 3 takes window wg over every block of the CTA's K slice; warpgroup 3 has no
+      // MMAs. The conditions around the wgmma are uniform over a warpgroup.
+      if constexpr (kWindows == 1) {
+        constexpr int kPerWait = window_major_blocks_per_wait(TOKEN_TILES);
+        if (wg < kMaxWindows) {
+          const int window_tile = wgmma_window_tile(wg, ntiles);
+          const uint32_t window_lo = uint32_t(window_tile * (kTileRows * kBlockK / 16));
+          for (int first = 0; first < nblocks; first += kPerWait) {
+            float4 P[kPerWait][1][TOKEN_TILES];
+#pragma unroll
+            for (int i = 0; i < kPerWait; ++i) {
+              if (first + i < nblocks) {
+                const int lb = first + i;
+                mbarrier_wait(full + 8 * chunk_of(lb), 0);  // the chunk's only phase
+                wgmma_block<TOKEN_TILES, 1>(P[i], a_block(lb) + window_lo, b_block(lb), ntiles);
+              }
+            }
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < kPerWait; ++i)
+              if (first + i < nblocks) apply_window(first + i, window_tile, P[i][0]);
+          }
         }
       }
     } else if (per_wg > 0) {
@@ -499,19 +556,26 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     // chunk has landed (each was waited for by a warpgroup that reads it) and every wgmma that
     // read it has completed (wgmma_wait<0> of each warpgroup) once all threads pass this barrier.
     __syncthreads();
+    if (window_major) {  // one partial a tile: slot 0 (reduce_and_store is told of one block)
+      if constexpr (kWindows == 1) {
+        const int tile = wgmma_window_tile(wg, ntiles) + wq;
+        if (wg < kMaxWindows && tile >= kWindowTiles * wg) park_partials(red, acc[0], tile, WGS, 0, lane);
+      }
+      return;
+    }
 #pragma unroll
     for (int w = 0; w < kWindows; ++w) {
       const int tile = wgmma_window_tile(w, ntiles) + wq;
       if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, WGS, wg, lane);
     }
   };
-  const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
-  if (windows == 1) {
+  // (At 32 tokens three windows always run window-major: one window a warpgroup.)
+  if (windows == 1 || window_major) {
     stream_and_park(std::integral_constant<int, 1>{});
-  } else if (kMaxWin == 2 || windows == 2) {
+  } else if (kWindowMajor || kMaxWin == 2 || windows == 2) {
     stream_and_park(std::integral_constant<int, 2>{});
   } else {
-    if constexpr (kMaxWin >= 3) stream_and_park(std::integral_constant<int, 3>{});
+    if constexpr (kMaxWin >= 3 && !kWindowMajor) stream_and_park(std::integral_constant<int, 3>{});
   }
   if (direct) {  // stamp 4: thread 0 has sent its partials (no CTA barrier before it)
     timeline_stamp(a, 4);
@@ -530,7 +594,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
   // (Paired activations: the phase begun at entry was completed in the prologue; with the inbox
   // over the activations the one begun after the MMAs is pending.)
-  reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange>(a, red, inbox, tile_begin, ntiles, nblocks, rank, 0, tokens,
+  // (Window-major: one partial a tile, in slot 0, as after a single block.)
+  reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange>(a, red, inbox, tile_begin, ntiles,
+                                                               window_major ? 1 : nblocks, rank, 0, tokens,
                                                                true, async_exchange, inbox_bar, cluster_rank_base,
                                                                !PAIR || inbox_over_activations);
 }
