@@ -304,6 +304,13 @@ enum Consumer : int {
   kOneWindowTail = 4,  // kOneWindow, and a fifth tile (TILES = 5) by mma.sync.m16n8k32: warp q of the
                        // warpgroup takes K step q of the tile (its A fragment by ld.shared), so the
                        // tile's bytes are read once and no 64-row instruction is spent on 16 rows
+  kWaitOnly = 5,       // (session 26) each block's box waited for, as kWindows does, and no MMA
+  kEarlyWindows = 6,   // (session 26) kWindows's MMAs issued at once, none waiting for its box (they
+                       // read whatever the slots hold); the boxes are waited for afterwards
+  kLastBoxWindows = 7,   // (session 26) every box waited for, then kWindows's MMAs on the last box's
+                         // blocks only: the MMAs that must follow the last landing, alone
+  kButLastWindows = 8,   // (session 26) kWindows's MMAs on every block but the last box's, each after
+                         // its box; then the last box waited for
 };
 
 // D (16 x 8, fp32) += A (16 x 32 e4m3, rows g / g + 8, K bytes 4q / 16 + 4q) * B (32 x 8, token g).
@@ -354,14 +361,26 @@ __device__ __forceinline__ void wgmma_rs_tokens_as_a<80>(float (&d)[40], uint32_
 // caller stores, so that nothing is dead code.
 template <int CONSUMER, int TILES, typename BlockAt, typename BoxBar>
 __device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, BlockAt block_at, BoxBar box_bar,
-                                                   const uint8_t* b_block) {
+                                                   const uint8_t* b_block, int last_box_block) {
   using namespace sgl_fp8::sm90;
   const int wg = threadIdx.x / 128;
   auto block_lo = [&](int lb) { return smem_descriptor_sw128_lo(smem_addr(block_at(lb))); };  // descriptor low word
   const uint32_t b_lo = smem_descriptor_sw128_lo(smem_addr(b_block));
   uint32_t fold = 0;
-  if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow || CONSUMER == kOneWindowTail) {
-    constexpr int kWindowCount = CONSUMER == kWindows ? (TILES + 3) / 4 : 1;
+  if constexpr (CONSUMER == kWaitOnly) {
+    for (int i = 0; i < nblocks / 4; ++i) mbar_wait(box_bar(wg + 4 * i), 0);
+  } else if constexpr (CONSUMER == kWindows || CONSUMER == kOneWindow || CONSUMER == kOneWindowTail ||
+                       CONSUMER == kEarlyWindows || CONSUMER == kLastBoxWindows || CONSUMER == kButLastWindows) {
+    constexpr int kWindowCount = CONSUMER == kOneWindow || CONSUMER == kOneWindowTail ? 1 : (TILES + 3) / 4;
+    // This warpgroup's first block (wg + 4 i) in the last box: kLastBoxWindows's MMAs start there,
+    // kButLastWindows's stop there. Loop bounds, not a branch around the wgmma (ptxas would serialize).
+    const int i_last = (last_box_block - wg + 3) / 4 > 0 ? (last_box_block - wg + 3) / 4 : 0;
+    int i_begin = 0, i_end = nblocks / 4;
+    if constexpr (CONSUMER == kLastBoxWindows) {  // the earlier boxes, then the last box's blocks as kWindows
+      for (int i = 0; i < i_last && i < nblocks / 4; ++i) mbar_wait(box_bar(wg + 4 * i), 0);
+      i_begin = i_last;
+    }
+    if constexpr (CONSUMER == kButLastWindows) i_end = i_last < i_end ? i_last : i_end;
     constexpr bool kTail = CONSUMER == kOneWindowTail && TILES == 5;
     const int lane = threadIdx.x % 32, g = lane / 4, q = lane % 4, ks_of_warp = (threadIdx.x / 32) % 4;
     float4 tail = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -370,9 +389,9 @@ __device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, Bloc
     float4 d[kWindowCount];
 #pragma unroll
     for (int w = 0; w < kWindowCount; ++w) d[w] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int i = 0; i < nblocks / 4; ++i) {  // as kSwapped's loop
+    for (int i = i_begin; i < i_end; ++i) {  // as kSwapped's loop
       const int lb = wg + 4 * i;
-      mbar_wait(box_bar(lb), 0);
+      if constexpr (CONSUMER != kEarlyWindows) mbar_wait(box_bar(lb), 0);
       wgmma_fence();
       const uint32_t a_lo = block_lo(lb);
 #pragma unroll
@@ -480,7 +499,8 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     };
     auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
     const uint32_t fold =
-        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(chunks) * slot_bytes);
+        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(chunks) * slot_bytes,
+                                        (chunks - 1) * share.box_blocks);
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
   }
   for (int c = 0; c < chunks; ++c) {
@@ -598,7 +618,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.scale_loads = scale_loads;
   share.consumer = consumer;
   // consumers: 512 threads, CTAs of at most 4 or 5 tiles (the K split of 2 on the Qwen shapes)
-  if (consumer < kNoConsumer || consumer > kOneWindowTail ||
+  if (consumer < kNoConsumer || consumer > kButLastWindows ||
       (consumer != kNoConsumer && (threads != 512 || share.max_tiles < 4 || share.max_tiles > 5 ||
                                    share.kblocks % (4 * k_split) != 0)))
     return int(cudaErrorInvalidValue);
@@ -632,6 +652,13 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
     case kSwapped: return five ? launch(stream_tensor_kernel<kSwapped, 5>) : launch(stream_tensor_kernel<kSwapped, 4>);
     case kOneWindowTail:
       return five ? launch(stream_tensor_kernel<kOneWindowTail, 5>) : launch(stream_tensor_kernel<kOneWindowTail, 4>);
+    case kWaitOnly: return launch(stream_tensor_kernel<kWaitOnly, 4>);  // (TILES unused)
+    case kEarlyWindows:
+      return five ? launch(stream_tensor_kernel<kEarlyWindows, 5>) : launch(stream_tensor_kernel<kEarlyWindows, 4>);
+    case kLastBoxWindows:
+      return five ? launch(stream_tensor_kernel<kLastBoxWindows, 5>) : launch(stream_tensor_kernel<kLastBoxWindows, 4>);
+    case kButLastWindows:
+      return five ? launch(stream_tensor_kernel<kButLastWindows, 5>) : launch(stream_tensor_kernel<kButLastWindows, 4>);
     default: return launch(stream_tensor_kernel<kNoConsumer, 4>);
   }
 }

@@ -143,7 +143,9 @@ def plan_copy_variants() -> List[Variant]:
 
 # What the tensor variant's 4 warpgroups do with each landed K block (stream_tensor_kernel's Consumer).
 CONSUMER_NAMES = {1: "SS windows (the MMAs)", 2: "SS one window", 3: "swapped RS (weight as B)",
-                  4: "SS one window + mma.sync tail"}
+                  4: "SS one window + mma.sync tail", 5: "waits only (no MMA)",
+                  6: "SS windows issued at once (no wait)", 7: "SS windows on the last box only",
+                  8: "SS windows on all but the last box"}
 
 
 def smem_read_variants() -> List[Variant]:
@@ -155,11 +157,15 @@ def smem_read_variants() -> List[Variant]:
     m64n64k32, tokens as A in registers: each byte read once, A from no shared memory), and one
     window with the fifth tile by mma.sync.m16n8k32 (warp q of a warpgroup takes K step q of it).
     No prologue, no epilogue, no block scales. (Plain ld.shared of the windows' bytes, session 19's
-    diagnostic, was a fourth consumer; it faulted on the H200, illegal instruction, and was left out.)"""
+    diagnostic, was a fourth consumer; it faulted on the H200, illegal instruction, and was left out.)
+    Session 26 adds two: every block's box waited for with no MMA, and the windows' MMAs issued at
+    once without waiting for their boxes (garbage products; the boxes are waited for afterwards):
+    the MMAs' cost with and without their dependence on the landing; and the windows' MMAs on the
+    last box's blocks only (after every box has landed) or on every block but those."""
     def tensor(consumer):
         return Variant("tensor", {"k_split": 2, "box_blocks": 0, "early_half": 1, "cluster": 1, "evict_first": 1,
                                   "threads": 512, "scale_loads": 0, "consumer": consumer, "ctas_per_sm": 1})
-    return [tensor(c) for c in (0, 1, 2, 3, 4)]
+    return [tensor(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 8)]
 
 
 def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
