@@ -353,7 +353,7 @@ static void check_stacked_tail(const GemmPlan& plan, const WgmmaRingSmemLayout& 
             l.tail_offset + tail_bytes <= l.barrier_offset && l.tail_scratch_offset == l.red_offset + red_bytes &&
             l.tail_scratch_offset % 16 == 0 && l.tail_scratch_offset + kWgmmaWarpGroups * 4 * 32 * 16 <= l.barrier_offset,
         "stacked %lldx%lld M=%lld: regions", N, K, M);
-  CHECK(plan.max_blocks_per_cta % 16 == 0 && plan.max_blocks_per_cta <= 256, "stacked blocks %d", plan.max_blocks_per_cta);
+  CHECK(plan.max_blocks_per_cta == 16, "stacked blocks %d", plan.max_blocks_per_cta);
   auto sw128 = [](long long row, int k) { return row * 128 + ((((k >> 4) ^ int(row & 7))) << 4) + (k & 15); };
   for (int s = 0; s < plan.max_blocks_per_cta / 4; ++s)
     for (int row = 0; row < 64; ++row)
@@ -506,9 +506,9 @@ static void check_wgmma_ring() {
                                                    plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true,
                                                    plan.pair)
                                        .total <= 227 * 1024;
-        // The fifth tile stacked: CTAs of 5 tiles up to 8 tokens, K blocks a multiple of 16 a CTA.
+        // The fifth tile stacked: CTAs of 5 tiles and 16 K blocks up to 8 tokens.
         const bool stacked = plan.token_tiles == 1 && plan.max_tiles_per_cta == kWindowTiles + 1 && !plan.pair &&
-                             KB % (16 * plan.k_split) == 0;
+                             KB == 16 * plan.k_split;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                          plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox, plan.pair, stacked);
         if (stacked) check_stacked_tail(plan, layout, N, K, M);

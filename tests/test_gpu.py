@@ -369,8 +369,7 @@ def test_sm90_stacked_fifth_tile(gpu, n, k, M, fmt):
     assert_gemm_contract(fx.scaled_gemm(q, s, wd, wsd, False, torch.bfloat16), ref, f"scaled_gemm N={n} K={k} M={M}")
     if sms != 132:
         return  # the partition above is the 132-SM one (H100 SXM, H200)
-    tile_of_column = torch.arange(n, device=gpu) // 16
-    in_fifth = torch.isin(tile_of_column, torch.tensor(fifth, device=gpu))
+    in_fifth = torch.isin(torch.arange(n) // 16, torch.tensor(fifth))  # (_bits: on the CPU)
     same = _bits(out).view(M, n, 2) == _bits(window).view(M, n, 2)
     same = same.all(dim=2)
     assert bool(same[:, ~in_fifth].all()), "the first four tiles of a CTA changed with the fifth one stacked"

@@ -187,8 +187,8 @@ constexpr int kBarrierExchangeFlag = 2048;
 // the plan would take them by default (the pre-quantized input, and A/B runs).
 constexpr int kPairActivationsFlag = 8192;
 constexpr int kNoPairActivationsFlag = 16384;
-// The fifth tile stacked (4-warpgroup wgmma ring kernel, up to 8 tokens, CTAs of at most 5 tiles,
-// every CTA's K blocks a multiple of 16; session 26): a CTA's fifth tile is copied first, in one box,
+// The fifth tile stacked (4-warpgroup wgmma ring kernel, up to 8 tokens, CTAs of at most 5 tiles
+// and 16 K blocks; session 26): a CTA's fifth tile is copied first, in one box,
 // into a region of its own laid out [block][16 rows][128 bytes], so that its rows of 4 consecutive
 // blocks are one 64-row wgmma A operand; one m64n32k32 per K step against those blocks' 8-token
 // activations (contiguous) gives warp w of the warpgroup block 4s + w's product (column group w).

@@ -17,7 +17,7 @@
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
 //    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles up to 8 tokens,
 //    4-12 from 9: at 9-16 tokens a plan of more than 8 tiles runs the 3-window instance);
-//  * up to 8 tokens a CTA of 5 tiles (K blocks a multiple of 16) stacks its fifth tile instead
+//  * up to 8 tokens a CTA of 5 tiles and 16 K blocks stacks its fifth tile instead
 //    (session 26): the tile is copied first into a region of its own, where its rows of 4 blocks
 //    are one 64-row A operand, and one m64n32k32 against the 4 blocks' tokens replaces the
 //    overlapping window's 4 x m64n8k32; the MMAs left after the last boxes land are the one
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     for (int w = 0; w < kWindows; ++w)
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 tail_acc = make_float4(0.f, 0.f, 0.f, 0.f);  // this warp's blocks 4s + wq of the fifth tile
+    float4 tail_acc = make_float4(0.f, 0.f, 0.f, 0.f);  // this warp's block 4 wg + wq of the fifth tile
     // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
     auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
 #pragma unroll
@@ -517,34 +517,21 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         }
       }
     } else if (per_wg > 0) {
+      // The fifth tile (kTail): group wg of 4 blocks, 4 wg .. 4 wg + 3 (the plan gives every CTA 16
+      // blocks), its 64 stacked rows against the 4 blocks' 8 tokens (N = 32: column group j is block
+      // 4 wg + j), issued first (its box was requested first, counted on chunk 0's barrier) and
+      // waited for with the first round of blocks, so that the tensor pipe never waits for it.
+      float4 Q[4];
       if constexpr (kTail) {
-        // The fifth tile first (its box was requested first; counted on chunk 0's barrier): group s
-        // = wg, wg + 4, ... of 4 blocks, its 64 stacked rows against the 4 blocks' 8 tokens each
-        // (N = 32: column group j is block 4s + j), of which warp wq keeps group wq: block 4s + wq's
-        // product, in the layout of a window's accumulators. Every warpgroup has nblocks / 16 groups.
         mbarrier_wait(full, 0);
-        const uint32_t tail_lo = smem_descriptor_sw128_lo(shared_address(smem + layout.tail_offset));
-        for (int i = 0; i < nblocks / (4 * WGS); ++i) {
-          const int s = wg + WGS * i;
-          float4 Q[4];
-          wgmma_fence();
+        const uint32_t tail_lo = smem_descriptor_sw128_lo(shared_address(smem + layout.tail_offset)) +
+                                 uint32_t(wg * (4 * kTileRows * kBlockK / 16));
+        wgmma_fence();
 #pragma unroll
-          for (int ks = 0; ks < kBlockK / 32; ++ks)
-            wgmma_m64n32k32_e4m3(Q, smem_descriptor_sw128_from_lo(tail_lo + uint32_t(s * (4 * kTileRows * kBlockK / 16)) + 2 * ks),
-                                 smem_descriptor_sw128_from_lo(b_block(4 * s) + 2 * ks), ks > 0);
-          wgmma_commit();
-          wgmma_wait<0>();
-          const float4 P = wq == 0 ? Q[0] : wq == 1 ? Q[1] : wq == 2 ? Q[2] : Q[3];
-          const int lb = 4 * s + wq;
-          const float ws = decode_scale_bits(unit_scales[kWindowTiles * nblocks + lb],
-                                             (a.flags & kDecodeScalesInLoop) && a.e8m0);
-          const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + 2 * q);
-          const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-          tail_acc.x += P.x * f0;
-          tail_acc.y += P.y * f1;
-          tail_acc.z += P.z * f0;
-          tail_acc.w += P.w * f1;
-        }
+        for (int ks = 0; ks < kBlockK / 32; ++ks)
+          wgmma_m64n32k32_e4m3(Q, smem_descriptor_sw128_from_lo(tail_lo + 2 * ks),
+                               smem_descriptor_sw128_from_lo(b_block(4 * wg) + 2 * ks), ks > 0);
+        wgmma_commit();
       }
       for (int first = 0; first < per_wg; first += kPerWait) {
         float4 P[kPerWait][kWindows][TOKEN_TILES];
@@ -560,6 +547,15 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i)
           if (first + i < per_wg) apply(wg + WGS * (first + i), P[i]);
+      }
+      if constexpr (kTail) {  // warp wq keeps column group wq: block 4 wg + wq's product
+        const float4 P = wq == 0 ? Q[0] : wq == 1 ? Q[1] : wq == 2 ? Q[2] : Q[3];
+        const int lb = 4 * wg + wq;
+        const float ws = decode_scale_bits(unit_scales[kWindowTiles * nblocks + lb],
+                                           (a.flags & kDecodeScalesInLoop) && a.e8m0);
+        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + 2 * q);
+        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
+        tail_acc = make_float4(P.x * f0, P.y * f1, P.z * f0, P.w * f1);
       }
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
