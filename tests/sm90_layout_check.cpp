@@ -325,45 +325,7 @@ static bool same_layout(const WgmmaRingSmemLayout& x, const WgmmaRingSmemLayout&
          x.inbox_barrier_offset == y.inbox_barrier_offset && x.scale_offset == y.scale_offset && x.total == y.total &&
          x.chunks == y.chunks && x.slots == y.slots && x.direct == y.direct && x.inbox_barrier == y.inbox_barrier &&
          x.inbox_over_activations == y.inbox_over_activations && x.pair == y.pair &&
-         x.act_barrier_offset == y.act_barrier_offset && x.stacked_tail == y.stacked_tail &&
-         x.tail_offset == y.tail_offset && x.tail_scratch_offset == y.tail_scratch_offset;
-}
-
-// The fifth tile stacked (sm90_gemm_layout.h, kNoStackedTailFlag): the plan's layout holds the
-// ring's 4-tile boxes and then the fifth tile's box [block][16 rows][128] in no more bytes than the
-// 5-tile ring it replaces; the parked partials and the warps' partials of the fifth tile fit over
-// both. The kernel's stacked operands: group s's A (64 rows from tail_offset + 4s x 2048) is, row
-// by row, where the box puts rows 0-15 of blocks 4s .. 4s + 3, in the canonical 128-byte-swizzle
-// layout; its B (32 rows from 4s x 1024) is, row by row, tokens 0-7 of the same 4 blocks
-// (act_fp8_offset at 8 tokens), so column group j of the product is block 4s + j.
-static void check_stacked_tail(const GemmPlan& plan, const WgmmaRingSmemLayout& l, long long N, long long K,
-                               long long M) {
-  GemmConfig unstacked;
-  unstacked.flags = kNoStackedTailFlag;
-  const GemmPlan q = plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, unstacked,
-                                          [](int, int64_t) -> int64_t { return 1 << 20; });
-  CHECK(q.wgmma && !q.wgmma_layout.stacked_tail && q.k_split == plan.k_split && q.row_groups == plan.row_groups &&
-            q.chunk_blocks == plan.chunk_blocks && l.total <= q.wgmma_layout.total &&
-            l.barrier_offset == q.wgmma_layout.barrier_offset,
-        "stacked %lldx%lld M=%lld: the same partition in no more shared memory", N, K, M);
-  const long long box = (long long)kWindowTiles * kTileRows * kBlockK * plan.chunk_blocks;
-  const long long tail_bytes = (long long)plan.max_blocks_per_cta * kTileRows * kBlockK;
-  const long long red_bytes = (long long)plan.max_tiles_per_cta * kWgmmaWarpGroups * kTileRows * 8 * 4;
-  CHECK(l.stacked_tail && l.tail_offset == l.ring_offset + l.slots * box && l.tail_offset % 1024 == 0 &&
-            l.tail_offset + tail_bytes <= l.barrier_offset && l.tail_scratch_offset == l.red_offset + red_bytes &&
-            l.tail_scratch_offset % 16 == 0 && l.tail_scratch_offset + kWgmmaWarpGroups * 4 * 32 * 16 <= l.barrier_offset,
-        "stacked %lldx%lld M=%lld: regions", N, K, M);
-  CHECK(plan.max_blocks_per_cta == 16, "stacked blocks %d", plan.max_blocks_per_cta);
-  auto sw128 = [](long long row, int k) { return row * 128 + ((((k >> 4) ^ int(row & 7))) << 4) + (k & 15); };
-  for (int s = 0; s < plan.max_blocks_per_cta / 4; ++s)
-    for (int row = 0; row < 64; ++row)
-      for (int k = 0; k < kBlockK; k += 5) {
-        const long long box_position = (long long)(4 * s + row / 16) * kTileRows * kBlockK + sw128(row % 16, k);
-        CHECK(4LL * s * kTileRows * kBlockK + sw128(row, k) == box_position, "stacked A: s=%d row=%d k=%d", s, row, k);
-        if (row < 32)
-          CHECK(4LL * s * 8 * kBlockK + sw128(row, k) == act_fp8_offset(4 * s + row / 8, row % 8, 8, k),
-                "stacked B: s=%d row=%d k=%d", s, row, k);
-      }
+         x.act_barrier_offset == y.act_barrier_offset;
 }
 
 // Paired activations: the two halves of a pair cover the tokens once; the barrier is 8-byte
@@ -506,12 +468,8 @@ static void check_wgmma_ring() {
                                                    plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true,
                                                    plan.pair)
                                        .total <= 227 * 1024;
-        // The fifth tile stacked: CTAs of 5 tiles and 16 K blocks up to 8 tokens.
-        const bool stacked = plan.token_tiles == 1 && plan.max_tiles_per_cta == kWindowTiles + 1 && !plan.pair &&
-                             KB == 16 * plan.k_split;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
-                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox, plan.pair, stacked);
-        if (stacked) check_stacked_tail(plan, layout, N, K, M);
+                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox, plan.pair);
         // Paired activations by default only at a K split of 4 from 9 tokens, in pairs of row groups.
         CHECK(!plan.pair || (plan.k_split == 4 && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
               "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
@@ -520,8 +478,7 @@ static void check_wgmma_ring() {
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
                   layout.inbox_offset % 16 == 0,
               "wgmma alignment");
-        const long long ring_bytes = (long long)layout.chunks * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows *
-                                     kBlockK;  // (stacked: 4-tile boxes and the fifth tile's region, no more)
+        const long long ring_bytes = (long long)layout.chunks * plan.chunk_blocks * plan.max_tiles_per_cta * kTileRows * kBlockK;
         const long long red_bytes = (long long)plan.max_tiles_per_cta * kWgmmaWarpGroups * kTileRows * plan.token_tiles * 8 * 4;
         // [activations (| inbox from 32 tokens)] from 0, the activation scales, (the inbox up to 16
         // tokens), then [ring | partials]
@@ -790,26 +747,6 @@ static void check_recorded_launches() {
   }
 }
 
-// Which H200 plans stack the fifth tile (session 26): 5120x4096 at 1-4 tokens and 4608x4096 at 1
-// (the split of 2, 66 row groups, 5 tiles and 16 blocks a CTA); not 4096x2048 (4 tiles), not the
-// split of 4 from 8 (4608x4096 from 4) tokens, and not where kNoStackedTailFlag asks.
-static void check_stacked_plans() {
-  const long long cases[][4] = {  // N, K, M, stacked
-      {5120, 4096, 1, 1}, {5120, 4096, 2, 1}, {5120, 4096, 4, 1}, {4608, 4096, 1, 1}, {4608, 4096, 2, 1},
-      {5120, 4096, 8, 0}, {4608, 4096, 4, 0}, {4096, 2048, 1, 0}, {4096, 2048, 8, 0}, {5120, 4096, 16, 0}};
-  for (const auto& c : cases) {
-    const GemmPlan p = plan_wgmma_ring_gemm(c[0], c[1], c[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
-    CHECK(p.wgmma && p.wgmma_layout.stacked_tail == (c[3] != 0), "%lldx%lld M=%lld: stacked %d, expected %lld", c[0],
-          c[1], c[2], int(p.wgmma_layout.stacked_tail), c[3]);
-    GemmConfig off;
-    off.flags = kNoStackedTailFlag;
-    const GemmPlan q = plan_wgmma_ring_gemm(c[0], c[1], c[2], false, 132, 227 * 1024, off, h200::resident_clusters);
-    CHECK(q.wgmma && !q.wgmma_layout.stacked_tail && q.k_split == p.k_split && q.row_groups == p.row_groups &&
-              q.smem_bytes == p.smem_bytes,
-          "%lldx%lld M=%lld: kNoStackedTailFlag changes only the stacking", c[0], c[1], c[2]);
-  }
-}
-
 // The MMA loop and the epilogue divide by runtime values through the reciprocal in fp32
 // (small_quotient): exact for every a < 2^16 and b < 2^11, and every a < 2^22 for b <= 8, with
 // the reciprocal rounded as the kernels compute it (an IEEE fp32 division). A wrong result is
@@ -924,7 +861,6 @@ int main() {
   check_pair_activations();
   check_measured_k_splits();
   check_recorded_launches();
-  check_stacked_plans();
   check_small_quotient();
   check_exchange_split();
   check_partial_token_slots();

@@ -320,63 +320,6 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
         assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
 
 
-def fifth_tiles(n, row_groups):
-    """The 16-row tiles that are the fifth of their CTA when n / 16 tiles are split over
-    row_groups CTAs (the kernels' balanced split: group g takes tiles [g T / G, (g + 1) T / G))."""
-    t = n // 16
-    return [g * t // row_groups + 4 for g in range(row_groups) if (g + 1) * t // row_groups - g * t // row_groups == 5]
-
-
-@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
-@pytest.mark.parametrize("n, k, M", [(5120, 4096, 1), (5120, 4096, 4), (4608, 4096, 1)])
-def test_sm90_stacked_fifth_tile(gpu, n, k, M, fmt):
-    """sm_90 (session 26): where the wgmma plan gives CTAs of 5 tiles up to 8 tokens (the split of 2
-    on 132 SMs: 66 row groups) it stacks each CTA's fifth tile (one m64n32k32 over 4 blocks' rows)
-    instead of reading it through an overlapping window (config flag 32768 keeps the window). Both
-    meet the §3.4 contract, as does the pre-quantized path (scaled_gemm) that runs the same
-    instance. The first four tiles of every CTA are computed as before, so their bits are flag
-    32768's; with fp32 scales the fifth tiles carry order-revealing operands (order_revealing_operands'
-    construction, there and only there), on which summing their block products in another order
-    changes some bits: the stacked path ran. (e8m0: power-of-two scales cannot show the order.)"""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
-    sms = torch.cuda.get_device_properties(gpu).multi_processor_count
-    e8 = fmt == "e8m0"
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
-    kb = k // 128
-    fifth = fifth_tiles(n, min(sms // 2, n // 16 // 4))
-    assert fifth, (n, sms)
-    w, ws = rand_weight(n, k, 17).clone(), rand_wscale(n, k, e8, 17).clone()
-    x = rand_act((M, k), torch.bfloat16, 17)
-    if not e8:
-        g = torch.Generator().manual_seed(17)
-        pattern = (torch.randn(16, 1, 128, generator=g) * 64).clamp(-448, 448).to(torch.float8_e4m3fn).float()
-        sign = torch.tensor([(-1.0) ** b for b in range(kb)]).view(1, kb, 1)
-        for t in fifth:
-            w[16 * t:16 * t + 16] = (pattern * sign).reshape(16, k).to(torch.float8_e4m3fn)
-        for rb in sorted({16 * t // 128 for t in fifth}):
-            pairs = kb // 2
-            ws[rb, 1:2 * pairs:2] = ws[rb, 0:2 * pairs:2] * (
-                1 + torch.randint(1, 8, (pairs,), generator=g).float() * 2.0**-20)
-        x = rand_act((M, 128), torch.bfloat16, 17).repeat(1, kb)
-    ref = smallm_ref(x, w, ws)
-    xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
-    assert_gemm_contract(out, ref, f"stacked fifth tile N={n} K={k} M={M}")
-    window = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 32768])
-    assert_gemm_contract(window, ref, f"overlapping window (flag 32768) N={n} K={k} M={M}")
-    q, s = fx.per1x128_quant(xd, e8, True)
-    assert_gemm_contract(fx.scaled_gemm(q, s, wd, wsd, False, torch.bfloat16), ref, f"scaled_gemm N={n} K={k} M={M}")
-    if sms != 132:
-        return  # the partition above is the 132-SM one (H100 SXM, H200)
-    in_fifth = torch.isin(torch.arange(n) // 16, torch.tensor(fifth))  # (_bits: on the CPU)
-    same = _bits(out).view(M, n, 2) == _bits(window).view(M, n, 2)
-    same = same.all(dim=2)
-    assert bool(same[:, ~in_fifth].all()), "the first four tiles of a CTA changed with the fifth one stacked"
-    if not e8:
-        assert not bool(same[:, in_fifth].all()), "the fifth tiles summed like the overlapping window's"
-
-
 def adversarial_groups(M, K, dt, seed):
     """Activations whose 128-groups are drawn from test_quant's adversarial constructions (zero and
     single-element groups, e4m3 ties, elements near the +-448 clamp, extreme magnitudes and

@@ -63,10 +63,9 @@ int main(int argc, char** argv) {
         std::printf("%lldx%lld M=%lld: no 4-warpgroup wgmma plan fits\n", ns[i], ks[i], m);
         continue;
       }
-      std::printf("%lldx%lld M=%lld: k_split %d, %d row groups, %d tiles and %d K blocks a CTA, %lld B smem%s%s\n", ns[i],
+      std::printf("%lldx%lld M=%lld: k_split %d, %d row groups, %d tiles and %d K blocks a CTA, %lld B smem%s\n", ns[i],
                   ks[i], m, p.k_split, p.row_groups, p.max_tiles_per_cta, p.max_blocks_per_cta,
-                  (long long)p.smem_bytes, p.pair ? ", paired activations" : "",
-                  p.wgmma_layout.stacked_tail ? ", fifth tile stacked" : "");
+                  (long long)p.smem_bytes, p.pair ? ", paired activations" : "");
     }
   return 0;
 }

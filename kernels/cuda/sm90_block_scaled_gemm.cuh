@@ -145,9 +145,7 @@ struct GemmKernelArgs {
   // Ring kernels, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
   // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*); the wgmma
   // ring kernel's box is the CTA's tiles over chunk_blocks blocks, and a second map's box is one
-  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta); where its plan
-  // stacks the fifth tile (wgmma_layout.stacked_tail) every CTA's boxes are the shorter map's, and
-  // weight_map's box is one tile over max_blocks_per_cta blocks (the fifth tile's).
+  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta).
   CUtensorMap weight_map;
   CUtensorMap weight_map_short;
 };

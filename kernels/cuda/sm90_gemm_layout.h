@@ -187,15 +187,6 @@ constexpr int kBarrierExchangeFlag = 2048;
 // the plan would take them by default (the pre-quantized input, and A/B runs).
 constexpr int kPairActivationsFlag = 8192;
 constexpr int kNoPairActivationsFlag = 16384;
-// The fifth tile stacked (4-warpgroup wgmma ring kernel, up to 8 tokens, CTAs of at most 5 tiles
-// and 16 K blocks; session 26): a CTA's fifth tile is copied first, in one box,
-// into a region of its own laid out [block][16 rows][128 bytes], so that its rows of 4 consecutive
-// blocks are one 64-row wgmma A operand; one m64n32k32 per K step against those blocks' 8-token
-// activations (contiguous) gives warp w of the warpgroup block 4s + w's product (column group w).
-// Its other 4 tiles take one 64-row window, with no overlapping second window: the MMAs that must
-// follow the last held-back boxes' landing are half as many (the tail the MMAs cost: session 26).
-// kNoStackedTailFlag keeps the overlapping window (A/B runs).
-constexpr int kNoStackedTailFlag = 32768;
 // The token range [first, first + count) that row-group parity `pair` of a pair quantizes: the
 // first half (rounded up) and the rest.
 SGL_FP8_HD constexpr int pair_first_token(int pair, int tokens) { return pair ? (tokens + 1) / 2 : 0; }
@@ -323,9 +314,6 @@ SGL_FP8_HD int direct_inbox_slot(int owned_index, int rank, int wg, int k_split,
 // [activations e4m3 [block][token][128] | inbox fp32 [owned tile][rank][16][token] from 32 tokens]
 // [activation scales fp32 [block][token]][inbox up to 16 tokens: [owned tile][rank]([warpgroup] direct)[16][token]]
 // [ring, 1024-aligned: slots x chunk_blocks blocks x max_tiles x 16 rows x 128 | warpgroup partials]
-//   (the fifth tile stacked: slots x chunk_blocks x 4 tiles x 16 x 128, then the fifth tile's region
-//   [max_blocks][16 rows][128]: the same bytes; the partials, then the fifth tile's per-warp
-//   partials fp32 [warpgroup][warp][32 lanes][4], over both)
 // [a "full" mbarrier per slot (and, refilled, an "empty" one per slot)][the inbox's mbarrier, direct exchange]
 // [block scales as loaded [tile][block]]
 // A slot per chunk, or (the co-resident variant) fewer, refilled.
@@ -345,17 +333,11 @@ struct WgmmaRingSmemLayout {
   bool inbox_over_activations = false;  // 32 tokens without own_inbox
   bool pair = false;  // paired activations (kPairActivationsFlag): an mbarrier counts the peer's bytes
   int64_t act_barrier_offset = 0;  // (last, so that the other fields keep their offsets in the kernel arguments)
-  // The fifth tile stacked (kNoStackedTailFlag's comment): the ring's boxes are 4 tiles, and the
-  // fifth tile's box lands at tail_offset (counted on chunk 0's full mbarrier); the warps' partials
-  // of it are summed at tail_scratch_offset. (After the earlier fields, for the same reason.)
-  bool stacked_tail = false;
-  int64_t tail_offset = 0, tail_scratch_offset = 0;
   WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
                                  int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false,
-                                 bool own_inbox = false, bool paired = false, bool stacked = false) {
+                                 bool own_inbox = false, bool paired = false) {
     pair = paired;
-    stacked_tail = stacked;
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
     chunks = (max_blocks + chunk_blocks - 1) / chunk_blocks;
@@ -372,15 +354,9 @@ struct WgmmaRingSmemLayout {
     const int64_t low_end = shared ? xs_end : xs_end + inbox_bytes;
     ring_offset = (low_end + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
     red_offset = ring_offset;
-    const int ring_tiles = stacked ? max_tiles - 1 : max_tiles;
-    const int64_t ring_bytes = int64_t(slots) * chunk_blocks * ring_tiles * kTileRows * kBlockK;
-    const int64_t tail_bytes = stacked ? int64_t(max_blocks) * kTileRows * kBlockK : 0;
-    tail_offset = stacked ? ring_offset + ring_bytes : 0;
+    const int64_t ring_bytes = int64_t(slots) * chunk_blocks * max_tiles * kTileRows * kBlockK;
     const int64_t red_bytes = int64_t(max_tiles) * warpgroups * kTileRows * token_pad * 4;
-    tail_scratch_offset = stacked ? red_offset + red_bytes : 0;
-    const int64_t read_bytes = ring_bytes + tail_bytes;  // what the MMAs read; then the partials over it
-    const int64_t parked_bytes = red_bytes + (stacked ? int64_t(warpgroups) * 4 * 32 * 16 : 0);
-    barrier_offset = ring_offset + (read_bytes > parked_bytes ? read_bytes : parked_bytes);
+    barrier_offset = ring_offset + (ring_bytes > red_bytes ? ring_bytes : red_bytes);
     // a "full" mbarrier per slot, then (refilled rings) an "empty" one per slot
     inbox_barrier_offset = barrier_offset + int64_t(slots) * 8 * (slots < chunks ? 2 : 1);
     act_barrier_offset = inbox_barrier_offset + (inbox_barrier ? 8 : 0);

@@ -392,20 +392,6 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
     if (paired.wgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
   }
-  // The fifth tile stacked (kNoStackedTailFlag's comment) where the plan gives CTAs of 5 tiles up to
-  // 8 tokens and every CTA 16 K blocks (a 4-block group a warpgroup): the same partition, copies
-  // and shared memory (the ring's 4-tile boxes and the fifth tile's region hold the same bytes),
-  // half the MMAs after the last landing.
-  if (best.wgmma && !co_resident && !best.pair && token_tiles == 1 && best.max_tiles_per_cta == kWindowTiles + 1 &&
-      KB == 16 * int64_t(best.k_split) && !(config.flags & kNoStackedTailFlag)) {
-    const WgmmaRingSmemLayout stacked(best.max_blocks_per_cta, token_tiles, best.max_tiles_per_cta, best.k_split,
-                                      best.chunk_blocks, warpgroups, best.ring_slots,
-                                      (config.flags & kBarrierExchangeFlag) != 0, false, false, true);
-    if (stacked.total <= best.wgmma_layout.total) {
-      best.wgmma_layout = stacked;
-      best.smem_bytes = stacked.total;
-    }
-  }
   return best;
 }
 

@@ -249,14 +249,9 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
           if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
         }
       }
-      // The CTA's tiles over chunk_blocks blocks, and a tile fewer; where the fifth tile is stacked
-      // (wgmma_layout.stacked_tail) every CTA's boxes are the 4-tile ones, and weight_map is the
-      // fifth tile's box: one tile over all of the CTA's blocks.
       const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
-      const bool stacked = plan.cost >= 0 && plan.wgmma_layout.stacked_tail;
       if (plan.cost >= 0 &&
-          !(sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, stacked ? sm90::kTileRows : rows,
-                                         stacked ? plan.max_blocks_per_cta : plan.chunk_blocks) &&
+          !(sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
             sm90::encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
         plan = GemmPlan{};
     }

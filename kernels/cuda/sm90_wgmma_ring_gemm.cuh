@@ -17,11 +17,6 @@
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
 //    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles up to 8 tokens,
 //    4-12 from 9: at 9-16 tokens a plan of more than 8 tiles runs the 3-window instance);
-//  * up to 8 tokens a CTA of 5 tiles and 16 K blocks stacks its fifth tile instead
-//    (session 26): the tile is copied first into a region of its own, where its rows of 4 blocks
-//    are one 64-row A operand, and one m64n32k32 against the 4 blocks' tokens replaces the
-//    overlapping window's 4 x m64n8k32; the MMAs left after the last boxes land are the one
-//    window's, half as many;
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
 //    flight (a CTA's activation loads queue behind the copies it has requested); at 32 tokens,
@@ -198,15 +193,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int rows = ntiles * kTileRows;
 
   const WgmmaRingSmemLayout& layout = a.wgmma_layout;  // the plan's
-  // The fifth tile stacked (kNoStackedTailFlag's comment in sm90_gemm_layout.h; session 26): the
-  // plan's boxes are 4 tiles (weight_map_short), and a CTA of 5 tiles copies its fifth tile first,
-  // in one box of every block (weight_map), into the region at tail_offset. Compiled into the
-  // 2-window instances of up to 8 tokens.
-  constexpr bool kStackable = WGS == kWgmmaWarpGroups && TOKEN_TILES == 1 && !PAIR && kMaxWin == 2;
-  const bool stacked = kStackable && layout.stacked_tail;
-  const bool has_tail = stacked && ntiles == kWindowTiles + 1;
-  const int ring_rows = stacked && ntiles > kWindowTiles ? kWindowTiles * kTileRows : rows;  // a block's rows in the ring
-  const uint32_t tail_bytes = has_tail ? uint32_t(a.max_blocks_per_cta) * (kTileRows * kBlockK) : 0u;
   // The direct exchange (wgmma_direct_exchange): compiled into the co-resident instances only.
   const bool direct = WGS == kCoResidentWarpGroups && layout.direct;
   // The async exchange (wgmma_async_exchange): the 4-warpgroup instances, wherever the layout gives
@@ -229,7 +215,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
   const int chunks = small_quotient(nblocks + chunk_blocks - 1, a.inverse_chunk_blocks);
-  const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(ring_rows) * kBlockK;
+  const uint32_t chunk_bytes = uint32_t(chunk_blocks) * uint32_t(rows) * kBlockK;
   // Chunk c lands in slot c % slots. Every chunk has its own slot, or (the co-resident plans:
   // chunk_blocks == WGS, every CTA's nblocks a multiple of WGS, slots >= 2) the ring is refilled:
   // a slot's next chunk is requested once every warp has released the slot's current one.
@@ -275,11 +261,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     if (PAIR) mbarrier_init(act_bar, 1);
     mbarrier_init_fence();
 #pragma unroll 1
-    for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes + (c == 0 ? tail_bytes : 0u));
-    // The fifth tile's box, before any chunk (its MMAs come first), counted on chunk 0's barrier.
-    if (has_tail)
-      tensor_copy_3d_to_shared(shared_address(smem + layout.tail_offset), &a.weight_map, 0,
-                               (tile_begin + kWindowTiles) * kTileRows, kb_begin, full);
+    for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
     if (inbox_barrier) {  // every rank (direct: every warpgroup of every rank) sends each tile this CTA finishes
       const ExchangeSplit split = exchange_split(a, ntiles);
       const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
@@ -304,8 +286,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   //    the plan's; 0: all at once): the activation loads queue behind the copies already
   //    requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
   //    blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full map, or the
-  //    one a tile shorter (every CTA's, where the fifth tile is stacked).
-  const void* map = !stacked && ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
+  //    one a tile shorter.
+  const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
   const int early = a.early_chunks > 0 && a.early_chunks < slots ? a.early_chunks : slots;
   // Chunk c's copy into ring slot `slot`, counted on the slot's full barrier.
   auto copy_chunk = [&](int c, int slot) {
@@ -384,7 +366,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
   // The wgmma operands of block lb, as descriptors' low words (wgmma_block).
   const uint32_t ring_lo = smem_descriptor_sw128_lo(ring_address), act_lo = smem_descriptor_sw128_lo(act_address);
-  auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * ring_rows * (kBlockK / 16)); };
+  auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
   auto chunk_of = [&](int lb) { return small_quotient(lb, a.inverse_chunk_blocks); };  // lb / chunk_blocks
   auto record_loop = [&] {
@@ -428,17 +410,14 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       copy_chunk(c + slots, slot);
     }
   };
-  // TAIL (std::bool_constant): the CTA's fifth tile is stacked (has_tail; one window for the others).
-  auto stream_and_park = [&](auto windows, auto tail) {
+  auto stream_and_park = [&](auto windows) {
     constexpr int kWindows = decltype(windows)::value;
-    constexpr bool kTail = decltype(tail)::value;
     constexpr int kPerWait = wgmma_blocks_per_wait(kWindows, TOKEN_TILES);
     float4 acc[kWindows][TOKEN_TILES];
 #pragma unroll
     for (int w = 0; w < kWindows; ++w)
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 tail_acc = make_float4(0.f, 0.f, 0.f, 0.f);  // this warp's block 4 wg + wq of the fifth tile
     // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
     auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
 #pragma unroll
@@ -517,22 +496,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         }
       }
     } else if (per_wg > 0) {
-      // The fifth tile (kTail): group wg of 4 blocks, 4 wg .. 4 wg + 3 (the plan gives every CTA 16
-      // blocks), its 64 stacked rows against the 4 blocks' 8 tokens (N = 32: column group j is block
-      // 4 wg + j), issued first (its box was requested first, counted on chunk 0's barrier) and
-      // waited for with the first round of blocks, so that the tensor pipe never waits for it.
-      float4 Q[4];
-      if constexpr (kTail) {
-        mbarrier_wait(full, 0);
-        const uint32_t tail_lo = smem_descriptor_sw128_lo(shared_address(smem + layout.tail_offset)) +
-                                 uint32_t(wg * (4 * kTileRows * kBlockK / 16));
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < kBlockK / 32; ++ks)
-          wgmma_m64n32k32_e4m3(Q, smem_descriptor_sw128_from_lo(tail_lo + 2 * ks),
-                               smem_descriptor_sw128_from_lo(b_block(4 * wg) + 2 * ks), ks > 0);
-        wgmma_commit();
-      }
       for (int first = 0; first < per_wg; first += kPerWait) {
         float4 P[kPerWait][kWindows][TOKEN_TILES];
 #pragma unroll
@@ -547,15 +510,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
         for (int i = 0; i < kPerWait; ++i)
           if (first + i < per_wg) apply(wg + WGS * (first + i), P[i]);
-      }
-      if constexpr (kTail) {  // warp wq keeps column group wq: block 4 wg + wq's product
-        const float4 P = wq == 0 ? Q[0] : wq == 1 ? Q[1] : wq == 2 ? Q[2] : Q[3];
-        const int lb = 4 * wg + wq;
-        const float ws = decode_scale_bits(unit_scales[kWindowTiles * nblocks + lb],
-                                           (a.flags & kDecodeScalesInLoop) && a.e8m0);
-        const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + 2 * q);
-        const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-        tail_acc = make_float4(P.x * f0, P.y * f1, P.z * f0, P.w * f1);
       }
     } else {  // one block at a time
       float4 P[kWindows][TOKEN_TILES];
@@ -614,33 +568,14 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       const int tile = wgmma_window_tile(w, ntiles) + wq;
       if (tile >= kWindowTiles * w) park_partials(red, acc[w], tile, WGS, wg, lane);
     }
-    if constexpr (kTail) {  // the fifth tile: the warpgroup's 4 warps summed in block order, parked by warp 3
-      float4* scratch = reinterpret_cast<float4*>(smem + layout.tail_scratch_offset) + (wg * 4) * 32 + lane;
-      scratch[wq * 32] = tail_acc;
-      __syncthreads();
-      if (wq == 3) {
-        float4 sum[1] = {scratch[0]};
-#pragma unroll
-        for (int j = 1; j < 4; ++j) {
-          const float4 v = scratch[j * 32];
-          sum[0].x += v.x;
-          sum[0].y += v.y;
-          sum[0].z += v.z;
-          sum[0].w += v.w;
-        }
-        park_partials(red, sum, kWindowTiles, WGS, wg, lane);
-      }
-    }
   };
   // (At 32 tokens three windows always run window-major: one window a warpgroup.)
-  if (has_tail) {
-    if constexpr (kStackable) stream_and_park(std::integral_constant<int, 1>{}, std::true_type{});
-  } else if (windows == 1 || window_major) {
-    stream_and_park(std::integral_constant<int, 1>{}, std::false_type{});
+  if (windows == 1 || window_major) {
+    stream_and_park(std::integral_constant<int, 1>{});
   } else if (kWindowMajor || kMaxWin == 2 || windows == 2) {
-    stream_and_park(std::integral_constant<int, 2>{}, std::false_type{});
+    stream_and_park(std::integral_constant<int, 2>{});
   } else {
-    if constexpr (kMaxWin >= 3 && !kWindowMajor) stream_and_park(std::integral_constant<int, 3>{}, std::false_type{});
+    if constexpr (kMaxWin >= 3 && !kWindowMajor) stream_and_park(std::integral_constant<int, 3>{});
   }
   if (direct) {  // stamp 4: thread 0 has sent its partials (no CTA barrier before it)
     timeline_stamp(a, 4);
