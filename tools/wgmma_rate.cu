@@ -68,6 +68,13 @@ __device__ void fill_shared(uint8_t* smem) {
   __syncthreads();
 }
 
+// A kernel's start: the operands in shared memory, the accumulators zeroed; the operands' base address.
+__device__ uint32_t prepare(uint8_t* smem, float (&d)[40]) {
+  fill_shared(smem);
+  for (int i = 0; i < 40; ++i) d[i] = 0.f;
+  return uint32_t(__cvta_generic_to_shared(smem));
+}
+
 // Instruction i (j-th of its group g) of warpgroup wg: A, 64 rows x 128 bytes, windows walking
 // through the first 128 KB; B, 8 KB at the end.
 __device__ __forceinline__ uint32_t a_operand(uint32_t base, int i, int j, int wg) {
@@ -97,11 +104,9 @@ __device__ void record(long long t0, long long n0, const float (&d)[40], long lo
 template <int MODE, int PIPE>
 __global__ void __launch_bounds__(512, 1) rate(int rounds, int warpgroups, long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  fill_shared(smem);
   const int wg = threadIdx.x / 128;
   float d[40];
-  for (int i = 0; i < 40; ++i) d[i] = 0.f;
-  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t base = prepare(smem, d);
   long long t0 = clock64(), n0 = timer_ns();
   if (wg < warpgroups) {
     for (int r = 0; r < rounds; ++r) {
@@ -155,11 +160,9 @@ __device__ __forceinline__ void issue_groups(float (&d)[40], uint32_t base, int 
 template <int N, int PER, int WAIT, int G01, int G2, int G3>
 __global__ void __launch_bounds__(512, 1) burst(long long* cycles, float* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  fill_shared(smem);
   const int wg = threadIdx.x / 128;
   float d[40];
-  for (int i = 0; i < 40; ++i) d[i] = 0.f;
-  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t base = prepare(smem, d);
   long long t0 = clock64(), n0 = timer_ns();
   if (wg < 2) {
     issue_groups<N, PER, WAIT, G01>(d, base, wg);

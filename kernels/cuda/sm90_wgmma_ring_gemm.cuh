@@ -418,36 +418,25 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     for (int w = 0; w < kWindows; ++w)
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) acc[w][t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    // acc += P * (xs * ws) for this thread's rows (tile wgmma_window_tile + wq) and tokens 2q, 2q + 1.
-    auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
-#pragma unroll
-      for (int w = 0; w < kWindows; ++w) {
-        const float ws = decode_scale_bits(unit_scales[(wgmma_window_tile(w, ntiles) + wq) * nblocks + lb],
-                                           (a.flags & kDecodeScalesInLoop) && a.e8m0);
-#pragma unroll
-        for (int t = 0; t < TOKEN_TILES; ++t) {
-          const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
-          const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-          acc[w][t].x += P[w][t].x * f0;
-          acc[w][t].y += P[w][t].y * f1;
-          acc[w][t].z += P[w][t].z * f0;
-          acc[w][t].w += P[w][t].w * f1;
-        }
-      }
-    };
-    // The same for the one window of a window-major warpgroup, whose first tile is window_tile.
-    auto apply_window = [&](int lb, int window_tile, const float4 (&Pw)[TOKEN_TILES]) {
+    // acc_w += Pw * (xs * ws) for block lb of the window whose first tile is window_tile: this
+    // thread's rows (tile window_tile + wq) and tokens 2q, 2q + 1.
+    auto apply_window = [&](float4 (&acc_w)[TOKEN_TILES], int lb, int window_tile, const float4 (&Pw)[TOKEN_TILES]) {
       const float ws = decode_scale_bits(unit_scales[(window_tile + wq) * nblocks + lb],
                                          (a.flags & kDecodeScalesInLoop) && a.e8m0);
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) {
         const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
         const float f0 = xs2.x * ws, f1 = xs2.y * ws;
-        acc[0][t].x += Pw[t].x * f0;
-        acc[0][t].y += Pw[t].y * f1;
-        acc[0][t].z += Pw[t].z * f0;
-        acc[0][t].w += Pw[t].w * f1;
+        acc_w[t].x += Pw[t].x * f0;
+        acc_w[t].y += Pw[t].y * f1;
+        acc_w[t].z += Pw[t].z * f0;
+        acc_w[t].w += Pw[t].w * f1;
       }
+    };
+    // The same for every window of the CTA (tiles wgmma_window_tile(w) + wq).
+    auto apply = [&](int lb, const float4 (&P)[kWindows][TOKEN_TILES]) {
+#pragma unroll
+      for (int w = 0; w < kWindows; ++w) apply_window(acc[w], lb, wgmma_window_tile(w, ntiles), P[w]);
     };
     if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
       for (int c = 0; c < chunks; ++c) {
@@ -491,7 +480,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
             wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < kPerWait; ++i)
-              if (first + i < nblocks) apply_window(first + i, window_tile, P[i][0]);
+              if (first + i < nblocks) apply_window(acc[0], first + i, window_tile, P[i][0]);
           }
         }
       }
