@@ -193,6 +193,51 @@ def test_stream_ceiling_tensor_fold_matches_an_emulated_copy():
         assert g["grid"] == s * g["groups"] and g["early"] == g["chunks"]
 
 
+def test_stream_ceiling_late_boxes_cut_the_held_back_copies():
+    """tools/stream_ceiling.py --late-boxes (session 27): on the Qwen shapes the early boxes stay
+    the plan's and the boxes after griddepcontrol.wait have 1 or 2 K blocks; the checksum the host
+    expects is the XOR over those boxes' first rows (box starts listed here by hand)."""
+    np = pytest.importorskip("numpy")
+    sc = load_tool("stream_ceiling")
+    variants = sc.late_box_variants()
+    assert len({v.name for v in variants}) == len(variants) == 12
+    v = next(v for v in variants if v.params["late_box_blocks"] == 1 and v.params["box_blocks"] == 0)
+    g = sc.tensor_geometry(v, 5120, 4096, 132)  # 5 tiles, 16 blocks a CTA, plan boxes of 4 blocks
+    assert (g["box_blocks"], g["early"], g["late_box_blocks"], g["chunks"]) == (4, 2, 1, 10)
+    g = sc.tensor_geometry(v, 4096, 2048, 132)  # 4 tiles, 8 blocks: boxes of 4, one at entry
+    assert (g["box_blocks"], g["early"], g["late_box_blocks"], g["chunks"]) == (4, 1, 1, 5)
+    # 64 x 1024 on 2 SMs, K split 2: 4 tiles, 4 blocks a CTA; boxes of 2 blocks, one at entry,
+    # then boxes of 1 block: starts 0, 2, 3 in each CTA's slice
+    small = sc.Variant("tensor", {"k_split": 2, "box_blocks": 2, "early_half": 1, "cluster": 0, "evict_first": 1,
+                                  "late_box_blocks": 1, "ctas_per_sm": 1})
+    rng = np.random.default_rng(7)
+    w = rng.integers(0, 256, size=(64, 1024), dtype=np.uint8)
+    expected = np.zeros(2, dtype=np.uint32)
+    for rank in range(2):
+        for start in (0, 2, 3):
+            kb = 4 * rank + start  # row 0 of the box is row 0 of the weight: its pieces unswizzled
+            expected[rank] ^= np.bitwise_xor.reduce(w[0, kb * 128:(kb + 1) * 128].copy().view("<u4")[0::4])
+    assert (sc.expected_tensor_fold(small, w.reshape(-1).view("<u4"), 64, 1024, 2) == expected).all()
+
+
+def test_stream_ceiling_split_free_partitions():
+    """tools/stream_ceiling.py --split-free (session 27): without a K split the CTAs hold whole K
+    rows of at most 3 tiles (5120x4096: 107 of them, 4608x4096: 96) or one row group an SM, and
+    every share fits the tool's 200 KB ring."""
+    sc = load_tool("stream_ceiling")
+    variants = sc.split_free_variants()
+    assert len({v.name for v in variants}) == len(variants) == 4
+    expected = {(5120, 4096): [(66, 5), (107, 3), (132, 3), (132, 3)],
+                (4608, 4096): [(66, 5), (96, 3), (132, 3), (132, 3)],
+                (4096, 2048): [(64, 4), (86, 3), (132, 2), (128, 2)]}
+    for (n, k), rows in expected.items():
+        for v, (groups, max_tiles) in zip(variants, rows):
+            g = sc.tensor_geometry(v, n, k, 132)
+            assert (g["groups"], g["max_tiles"]) == (groups, max_tiles), (n, k, v.name)
+            ring = (g["early"] * g["box_blocks"] + (g["chunks"] - g["early"]) * g["late_box_blocks"]) * max_tiles * 2048
+            assert ring <= 200 * 1024, (n, k, v.name, ring)
+
+
 def test_clock_under_load_summarizes_the_busy_samples():
     """tools/clock_under_load.py: nvidia-smi's lines parsed (other lines dropped), the first and last
     fifth of the samples dropped as idle, medians and the set of event reasons of the rest."""

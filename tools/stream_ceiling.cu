@@ -280,6 +280,7 @@ struct TensorShare {
   int box_blocks;  // K blocks per box
   int max_tiles;   // tiles of the CTAs that take the full map's box (the others: one fewer)
   int early;       // boxes requested before griddepcontrol.wait (the rest after it); >= chunks: all
+  int late_box_blocks;  // K blocks per box of the boxes after the early ones (session 27)
   int evict_first;
   // The fused kernel's other entry work, optional: every thread of the CTA (blockDim.x) waits for
   // the previous grid and for every box as its warps do; threads < scale_loads each load one word
@@ -450,6 +451,8 @@ __device__ __forceinline__ uint32_t consume_blocks(int nblocks, int ntiles, Bloc
 template <int CONSUMER, int TILES>
 __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constant__ CUtensorMap map,
                                                                       const __grid_constant__ CUtensorMap map_short,
+                                                                      const __grid_constant__ CUtensorMap map_late,
+                                                                      const __grid_constant__ CUtensorMap map_late_short,
                                                                       const TensorShare share,
                                                                       uint32_t* __restrict__ out) {
   extern __shared__ __align__(1024) uint8_t slots[];
@@ -467,10 +470,17 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   const int kb_begin = int((long long)rank * share.kblocks / gridDim.x);
   const int kb_end = int((long long)(rank + 1) * share.kblocks / gridDim.x);
   const int ntiles = tile_end - tile_begin;
-  const int chunks = (kb_end - kb_begin + share.box_blocks - 1) / share.box_blocks;
-  const CUtensorMap* m = ntiles == share.max_tiles ? &map : &map_short;
-  const uint32_t box_bytes = uint32_t(ntiles) * 16u * 128u * uint32_t(share.box_blocks);
-  const uint32_t slot_bytes = uint32_t(share.max_tiles) * 16u * 128u * uint32_t(share.box_blocks);
+  // Boxes: the first `early` of box_blocks blocks (requested at entry), then boxes of
+  // late_box_blocks blocks (after griddepcontrol.wait). Box c lies at its first block's place in a
+  // ring laid out block by block (max_tiles rows a block), as the fused kernel's chunks do.
+  const int nblocks = kb_end - kb_begin;
+  const int bb = share.box_blocks, lbb = share.late_box_blocks;
+  const int early = share.early < (nblocks + bb - 1) / bb ? share.early : (nblocks + bb - 1) / bb;
+  const int early_blocks = early * bb < nblocks ? early * bb : nblocks;
+  const int chunks = early + (nblocks - early_blocks + lbb - 1) / lbb;
+  auto box_first = [&](int c) { return c < early ? c * bb : early_blocks + (c - early) * lbb; };
+  const bool full_rows = ntiles == share.max_tiles;
+  const uint32_t row_block_bytes = uint32_t(ntiles) * 16u * 128u, ring_block_bytes = uint32_t(share.max_tiles) * 16u * 128u;
   const uint32_t base = smem_addr(slots), bar_base = smem_addr(bars);
   if (threadIdx.x == 0) {
     for (int c = 0; c < chunks; ++c) mbar_init(bar_base + 8u * c, 1);
@@ -479,11 +489,12 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   if (everyone) __syncthreads();
   auto issue = [&](int c) {
     const uint32_t bar = bar_base + 8u * uint32_t(c);
-    mbar_arrive_expect_tx(bar, box_bytes);
-    tensor_copy_3d(base + uint32_t(c) * slot_bytes, m, 0, tile_begin * 16, kb_begin + c * share.box_blocks, bar,
+    const bool late = c >= early;
+    mbar_arrive_expect_tx(bar, row_block_bytes * uint32_t(late ? lbb : bb));
+    const CUtensorMap* m = late ? (full_rows ? &map_late : &map_late_short) : (full_rows ? &map : &map_short);
+    tensor_copy_3d(base + uint32_t(box_first(c)) * ring_block_bytes, m, 0, tile_begin * 16, kb_begin + box_first(c), bar,
                    share.evict_first != 0);
   };
-  const int early = share.early < chunks ? share.early : chunks;
   if (threadIdx.x == 0)
     for (int c = 0; c < early; ++c) issue(c);
   pdl_wait();
@@ -491,16 +502,16 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     for (int c = early; c < chunks; ++c) issue(c);
   uint32_t acc = 0;
   if constexpr (CONSUMER != kNoConsumer) {
-    const int nblocks = kb_end - kb_begin;
-    const uint32_t block_bytes = uint32_t(ntiles) * 16u * 128u;
+    auto box_of = [&](int lb) { return lb < early_blocks ? lb / bb : early + (lb - early_blocks) / lbb; };
     auto block_at = [&](int lb) {
-      const int c = lb / share.box_blocks, b = lb - c * share.box_blocks;
-      return slots + size_t(c) * slot_bytes + size_t(b) * block_bytes;
+      const int first = box_first(box_of(lb));
+      return slots + size_t(first) * ring_block_bytes + size_t(lb - first) * row_block_bytes;
     };
-    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(lb / share.box_blocks); };
+    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(box_of(lb)); };
+    const int ring_blocks = box_first(chunks - 1) + (chunks - 1 < early ? bb : lbb);
     const uint32_t fold =
-        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(chunks) * slot_bytes,
-                                        (chunks - 1) * share.box_blocks);
+        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(ring_blocks) * ring_block_bytes,
+                                        box_first(chunks - 1));
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
   }
   for (int c = 0; c < chunks; ++c) {
@@ -508,7 +519,7 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     // Row 0's eight 16-byte pieces, whichever order the swizzle left them in.
     if (threadIdx.x == 0)
       for (int piece = 0; piece < 8; ++piece)
-        acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(c) * slot_bytes + 16 * piece);
+        acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(box_first(c)) * ring_block_bytes + 16 * piece);
   }
   if (loads_scale)  // a store the compiler must keep: the loads stay
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(scale_word) : "memory");
@@ -598,7 +609,7 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
 // the fused kernel's partition and map (stream_tensor_kernel). n % 16 == 0, k % 128 == 0,
 // groups <= tiles. Returns cudaErrorInvalidValue where the shares do not fit shared memory.
 int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, int k_split, int groups,
-                          int box_blocks, int early, int evict_first, int cluster, int threads, int scale_loads,
+                          int box_blocks, int early, int late_box_blocks, int evict_first, int cluster, int threads, int scale_loads,
                           int consumer, int pdl, void* stream) {
   if (w == nullptr || out == nullptr || n % 16 != 0 || k % 128 != 0 || k_split < 1 || k_split > 8 || groups < 1 ||
       box_blocks < 1 || (reinterpret_cast<uintptr_t>(w) & 15) != 0)
@@ -610,6 +621,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.max_tiles = (share.tiles + groups - 1) / groups;
   share.box_blocks = box_blocks;
   share.early = early;
+  share.late_box_blocks = late_box_blocks > 0 ? late_box_blocks : box_blocks;
   share.evict_first = evict_first;
   if ((threads != 32 && threads != 512) || scale_loads < 0 || scale_loads > threads) return int(cudaErrorInvalidValue);
   // the block scales (fp32, one per 128 x 128 block) follow the weight in the caller's buffer
@@ -623,13 +635,23 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
                                    share.kblocks % (4 * k_split) != 0)))
     return int(cudaErrorInvalidValue);
   const int max_blocks = (share.kblocks + k_split - 1) / k_split;
-  const int chunks = (max_blocks + box_blocks - 1) / box_blocks;
-  const long long smem = (long long)chunks * share.max_tiles * 16 * 128 * box_blocks + (consumer ? 1024 : 0);
-  if (chunks > kMaxStages || smem > kMaxRingBytes) return int(cudaErrorInvalidValue);
+  // the largest CTA's boxes (as the kernel counts them) and the blocks its ring spans
+  const int lbb = share.late_box_blocks;
+  const int early_boxes = early < (max_blocks + box_blocks - 1) / box_blocks ? early : (max_blocks + box_blocks - 1) / box_blocks;
+  const int early_blocks = early_boxes * box_blocks < max_blocks ? early_boxes * box_blocks : max_blocks;
+  const int late_boxes = (max_blocks - early_blocks + lbb - 1) / lbb;
+  const int chunks = early_boxes + late_boxes;
+  const int ring_blocks = late_boxes > 0 ? early_blocks + late_boxes * lbb : early_boxes * box_blocks;
+  const long long smem = (long long)ring_blocks * share.max_tiles * 16 * 128 + (consumer ? 1024 : 0);
+  if (chunks > kMaxStages || smem > kMaxRingBytes || lbb > 256) return int(cudaErrorInvalidValue);
   CUtensorMap map, map_short;
   using sgl_fp8::sm90::encode_ring_weight_map;
   if (!encode_ring_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
   if (!encode_ring_weight_map(&map_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, box_blocks))
+    return int(cudaErrorInvalidValue);
+  CUtensorMap map_late, map_late_short;
+  if (!encode_ring_weight_map(&map_late, w, n, k, share.max_tiles * 16, lbb)) return int(cudaErrorInvalidValue);
+  if (!encode_ring_weight_map(&map_late_short, w, n, k, share.max_tiles > 1 ? (share.max_tiles - 1) * 16 : 16, lbb))
     return int(cudaErrorInvalidValue);
   cudaLaunchAttribute attrs[2];
   cudaLaunchConfig_t config = make_config(1, threads, size_t(smem), pdl, stream, &attrs[0]);
@@ -643,7 +665,8 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   }
   auto launch = [&](auto kernel) -> int {
     if (const cudaError_t e = allow_ring_smem(kernel); e != cudaSuccess) return int(e);
-    return int(cudaLaunchKernelEx(&config, kernel, map, map_short, share, static_cast<uint32_t*>(out)));
+    return int(cudaLaunchKernelEx(&config, kernel, map, map_short, map_late, map_late_short, share,
+                                  static_cast<uint32_t*>(out)));
   };
   const bool five = share.max_tiles == 5;
   switch (consumer) {

@@ -13,7 +13,8 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
     cost), and the best figure here is the realistic target for the fused kernel.
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
-    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads] [--replays 20]
+    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
+        --split-free] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -26,6 +27,9 @@ and whether the way it is read matters: the fused kernel's copies with its 4 war
 each block as it lands, as its MMAs do (windows), through one window, as wgmma's B operand (the
 weight read once, no A bytes), or through one window and the fifth tile by mma.sync
 (smem_read_variants).
+--late-boxes (session 27) cuts the boxes requested after griddepcontrol.wait into boxes of 1 or 2
+K blocks, with and without the MMAs (late_box_variants): does less MMA work follow the last landing?
+--split-free (session 27) times the copies of plans without a K split (split_free_variants).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -87,6 +91,10 @@ class Variant:
             text = f"ldg D={p['depth']} ctas/SM={p['ctas_per_sm']}"
         elif self.kind == "tensor":
             box = "plan box" if p["box_blocks"] == 0 else f"box {p['box_blocks']} blocks"
+            if p.get("cta_tiles", 0):
+                box += f", CTAs of {p['cta_tiles']} tiles" if p["cta_tiles"] > 0 else ", a row group an SM"
+            if p.get("late_box_blocks", 0):
+                box += f", late boxes {p['late_box_blocks']} block{'s' if p['late_box_blocks'] > 1 else ''}"
             text = (f"tensor k_split={p['k_split']} {box} {'all' if p['early_half'] == 0 else 'half'} at entry"
                     f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}"
                     f"{' 512 threads' if p.get('threads', 32) == 512 else ''}"
@@ -168,20 +176,53 @@ def smem_read_variants() -> List[Variant]:
     return [tensor(c) for c in (0, 1, 2, 3, 4, 5, 6, 7, 8)]
 
 
+def split_free_variants() -> List[Variant]:
+    """Session 27: would a plan without a K split stream as well? Without one a CTA needs no cluster
+    and no exchange (the epilogue is 0.6 µs at 1-8 tokens on 5120x4096 with the exchange), but its
+    whole K row of fewer tiles: 3 tiles (192 KB, 107 CTAs on 5120x4096, 96 on 4608x4096) or 2-3
+    tiles on every SM; 4096x2048 2 tiles on 128. The copies alone (half the boxes at entry, 512
+    threads, no cluster), beside the landed plan's (K split 2, clusters of 2), no consumer."""
+    def tensor(k_split, cta_tiles, box_blocks):
+        return Variant("tensor", {"k_split": k_split, "box_blocks": box_blocks, "early_half": 1,
+                                  "cluster": 1 if k_split > 1 else 0, "evict_first": 1, "threads": 512,
+                                  "scale_loads": 0, "consumer": 0, "cta_tiles": cta_tiles, "ctas_per_sm": 1})
+    return [tensor(2, 0, 0), tensor(1, 3, 4), tensor(1, -1, 4), tensor(1, 2, 4)]
+
+
+def late_box_variants() -> List[Variant]:
+    """Session 27: the MMAs left after the last box lands (docs/sm90.md, session 26) with the boxes
+    requested after griddepcontrol.wait cut into boxes of 1 or 2 K blocks, so that they land, and
+    can be read, one after another. The fused kernel's copies (half the plan's boxes at entry, 512
+    threads, K split 2), with no consumer, with the waits only and with the MMAs, each with the
+    plan's boxes, late boxes of 1 and 2 blocks, and every box 1 block."""
+    def tensor(consumer, box_blocks=0, late_box_blocks=0):
+        return Variant("tensor", {"k_split": 2, "box_blocks": box_blocks, "early_half": 1, "cluster": 1,
+                                  "evict_first": 1, "threads": 512, "scale_loads": 0, "consumer": consumer,
+                                  "late_box_blocks": late_box_blocks, "ctas_per_sm": 1})
+    return [tensor(c, box, late) for c in (0, 5, 1) for box, late in ((0, 0), (0, 1), (0, 2), (1, 0))]
+
+
 def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
     """The fused wgmma ring plan's partition (sm90_gemm_plan.h): clusters of k_split CTAs over K,
     row groups = min(SMs / k_split, tiles / 4), boxes of about 32 KB (wgmma_chunk_blocks)."""
     p = v.params
     tiles, kblocks = n // 16, k // 128
     groups = min(sms // p["k_split"], tiles // 4)
+    if p.get("cta_tiles", 0) > 0:  # session 27: CTAs of at most cta_tiles tiles, as many as fit on the SMs
+        groups = min(sms // p["k_split"], -(-tiles // p["cta_tiles"]))
+    elif p.get("cta_tiles", 0) < 0:  # every SM a row group of its own (CTAs of uneven tile counts)
+        groups = min(sms // p["k_split"], tiles)
     max_tiles = -(-tiles // groups)
     blocks = -(-kblocks // p["k_split"])
     box = p["box_blocks"] or max(1, -(-32 * KIB // (max_tiles * 16 * 128)))
     box = min(box, blocks)
     chunks = -(-blocks // box)
     early = (chunks + 1) // 2 if p["early_half"] else chunks
-    return {"groups": groups, "max_tiles": max_tiles, "box_blocks": box, "chunks": chunks, "early": early,
-            "grid": p["k_split"] * groups}
+    # boxes after the early ones: late_box_blocks blocks each where set (session 27), else the same
+    late_box = min(p.get("late_box_blocks", 0) or box, blocks)
+    late_chunks = -(-(blocks - min(early * box, blocks)) // late_box)
+    return {"groups": groups, "max_tiles": max_tiles, "box_blocks": box, "chunks": early + late_chunks,
+            "early": early, "late_box_blocks": late_box, "grid": p["k_split"] * groups}
 
 
 def quick_variants() -> List[Variant]:
@@ -237,7 +278,7 @@ class Kernels:
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
-        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -259,7 +300,7 @@ class Kernels:
             n, k = nk
             g = tensor_geometry(v, n, k, sms)
             code = self.lib.stream_ceiling_tensor(buf_ptr, n, k, out_ptr, p["k_split"], g["groups"], g["box_blocks"],
-                                                  g["early"], p["evict_first"], p["cluster"], p["threads"],
+                                                  g["early"], g["late_box_blocks"], p["evict_first"], p["cluster"], p["threads"],
                                                   p["scale_loads"], p.get("consumer", 0), v.pdl, stream)
         elif v.kind == "ldg":
             code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
@@ -306,8 +347,12 @@ def expected_tensor_fold(v: Variant, words, n: int, k: int, sms: int):
         for rank in range(s):
             kb_begin, kb_end = rank * kblocks // s, (rank + 1) * kblocks // s
             acc = np.uint32(0)
-            for c in range(-(-(kb_end - kb_begin) // g["box_blocks"])):
-                kb = kb_begin + c * g["box_blocks"]
+            nblocks, box, late_box = kb_end - kb_begin, g["box_blocks"], g["late_box_blocks"]
+            early = min(g["early"], -(-nblocks // box))
+            early_blocks = min(early * box, nblocks)
+            firsts = [c * box for c in range(early)] + list(range(early_blocks, nblocks, late_box))
+            for first in firsts:
+                kb = kb_begin + first
                 if kb < kblocks:
                     first = (row0 * k + kb * 128) // 4
                     acc ^= np.bitwise_xor.reduce(words[first:first + 32:4])
@@ -365,7 +410,7 @@ def run(args) -> dict:
     sms = props.multi_processor_count
     l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
     variants = (plan_copy_variants() if args.plan_copies else smem_read_variants() if args.smem_reads
-                else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
+                else late_box_variants() if args.late_boxes else split_free_variants() if args.split_free else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
 
     tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
     kernels = Kernels(build_library(tmp))
@@ -427,7 +472,7 @@ def run(args) -> dict:
             progress(f"[{done}/{total}] N={n} K={k} {v.name}: {us:.2f} us (floor {floor_us:.2f}, "
                      f"floor/us {floor_us / us:.3f})")
         del words
-        if args.plan_copies or args.smem_reads:
+        if args.plan_copies or args.smem_reads or args.late_boxes or args.split_free:
             rows.extend(fused_rows(n, k, floor_us, copies, args.replays, device))
     progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
     del pool, out
@@ -520,6 +565,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="the fused kernel's copies with its warpgroups reading each landed block: its MMAs, "
                         "one window, the weight as wgmma's B operand, one window + an mma.sync fifth tile "
                         "(session 23)")
+    parser.add_argument("--late-boxes", action="store_true",
+                        help="the copies after griddepcontrol.wait in boxes of 1-2 K blocks, with and without "
+                        "the MMAs (session 27)")
+    parser.add_argument("--split-free", action="store_true",
+                        help="the copies of plans without a K split (CTAs of 2-3 tiles) beside the landed plan's "
+                        "(session 27)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
