@@ -320,6 +320,30 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
         assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
 
 
+@pytest.mark.parametrize("n, k, M, split_free", [(8192, 1024, 1, True), (4096, 1024, 8, True), (6144, 1024, 4, True),
+                                                 (4096, 1024, 16, False), (2048, 1024, 4, False), (4096, 2048, 1, False)])
+def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
+    """sm_90 (session 27): up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
+    a whole K row of at most 8 blocks and those CTAs cover about half the SMs (8192x1024, 6144x1024,
+    4096x1024); elsewhere (16 tokens, 32 CTAs, K = 2048) it keeps its split of 2. On operands whose
+    bits show the summation order, the default's bits are those of the forced split it should take
+    and differ from the other's; all three meet the §3.4 contract."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    x, w, ws = order_revealing_operands(n, k, M, 17)
+    ref = smallm_ref(x, w, ws)
+    xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
+    out = fx.smallm_gemm(xd, wd, wsd)
+    whole = configured(xd, wd, wsd, False, None, [1, 0, 0, 0, 0])
+    split = configured(xd, wd, wsd, False, None, [2, 0, 0, 0, 0])
+    for name, y in (("default", out), ("no K split", whole), ("split of 2", split)):
+        assert_gemm_contract(y, ref, f"{name} N={n} K={k} M={M}")
+    taken, other = (whole, split) if split_free else (split, whole)
+    assert torch.equal(_bits(out), _bits(taken)), (n, k, M, split_free)
+    assert not bool((_bits(out[:, :16]) == _bits(other[:, :16])).all()), (n, k, M, "the other split summed alike")
+
+
 def adversarial_groups(M, K, dt, seed):
     """Activations whose 128-groups are drawn from test_quant's adversarial constructions (zero and
     single-element groups, e4m3 ties, elements near the +-448 clamp, extreme magnitudes and

@@ -10,8 +10,9 @@ co-resident variant (flag 512) and its whole-shared-memory instance (flags 512 +
 k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async exchange), (M = 13-24)
 paired activations (flag 8192) at k_split 4 and at k_split 2 with the barrier exchange, and a
 weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
-the refilled ring, and at M = 16 its whole-shared-memory instance). --quick (racecheck): 5120x4096
-and 272x1024 at M = 1 and 24."""
+the refilled ring, and at M = 16 its whole-shared-memory instance); 4096x1024, whose default takes no
+K split up to 8 tokens (session 27). --quick (racecheck): 5120x4096, 272x1024 and 4096x1024 at
+M = 1, 16 and 24."""
 
 import torch
 
@@ -20,10 +21,10 @@ import sglang_fp8ext as fx
 dev = torch.device("cuda")
 gen = torch.Generator().manual_seed(3)
 import sys
-SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024))
+SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024), (4096, 1024))
 MS = (1, 13, 16, 24, 33)
 if '--quick' in sys.argv:  # racecheck is slow: one clustered shape, three M
-    SHAPES, MS = ((5120, 4096), (272, 1024)), (1, 16, 24)
+    SHAPES, MS = ((5120, 4096), (272, 1024), (4096, 1024)), (1, 16, 24)
 for n, k in SHAPES:
     for m in MS:
         for e8m0 in (False, True):
