@@ -382,10 +382,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // of the SMs: no cluster, no exchange. The cost above weighs the busiest CTA's bytes and so
   // prefers the split of 2, whose CTAs hold half as much. H200, session 27 (tools/config_ab.py,
   // docs/perf/h200_session27/): 8192x1024, 6144x1024 and 4096x1024 (128, 96 and 64 CTAs) at 1-8
-  // tokens took 0.83-0.94x the split of 2's time back to back and 0.87-0.97x after a copy kernel
-  // (call 4); with the rule (call 5) the split of 2 took 1.06-1.23x / 1.03-1.20x the default's time
+  // tokens took 0.83-0.94x the split of 2's time back to back and 0.86-0.97x after a copy kernel
+  // (call 4); with the rule (call 5) the split of 2 took 1.03-1.23x / 1.01-1.20x the default's time
   // on those and on 5120x1024, 8192x512 and 6144x768, and 1.12-1.16x / 1.00-1.01x on 4096x512;
-  // 3072x1024 (48 CTAs) without a split took 0.93-0.94x / 0.93-0.96x. It lost where its CTAs were
+  // 3072x1024 (48 CTAs) without a split took 0.93-0.98x / 0.93-0.96x. It lost where its CTAs were
   // fewer (2048x1024, 32 CTAs: 1.07-1.11x back to back, 0.98-1.03x after a copy kernel), held more
   // of K (K = 1536: 0.90-0.95x back to back but 0.99-1.06x after a copy kernel; K = 2048 on 64 CTAs
   // 1.02-1.11x) or from 16 tokens (each CTA then quantizes 16-32 tokens of all of K: 1.02-1.13x on
