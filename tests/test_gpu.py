@@ -327,11 +327,10 @@ def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_
     """sm_90 (session 27): up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); elsewhere (16 tokens, 32 CTAs, K = 2048) it keeps its
-    split of 2. On operands whose
-    bits show the summation order, the default's bits are those of the forced split it should take
-    and differ from the other's; all three meet the §3.4 contract. (With 4 K blocks, 4096x512 at
-    one token, both splits happened to round to the same bits on the H200: such a case cannot show
-    which one ran.)"""
+    split of 2. On operands whose bits show the summation order, the default's bits are those of the
+    forced split it should take and differ from the other's; all three meet the §3.4 contract. (With
+    4 K blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200:
+    such a case cannot show which one ran.)"""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
     configured = torch.ops.sgl_fp8._smallm_gemm_configured
