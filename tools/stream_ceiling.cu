@@ -292,6 +292,25 @@ struct TensorShare {
   int consumer;  // what the 4 warpgroups do with each K block once its box lands (Consumer); 0: nothing
 };
 
+// A CTA's boxes over its `nblocks` K blocks: the first `early` of `bb` blocks (requested at entry),
+// then boxes of `lbb` blocks (after griddepcontrol.wait). Box c lies at its first block's place in
+// a ring laid out block by block, as the fused kernel's chunks do. The kernel and the host (the
+// largest CTA's shared memory) count them alike.
+struct BoxLayout {
+  int bb, lbb, early, early_blocks, chunks;
+  __host__ __device__ BoxLayout(int nblocks, int box_blocks, int late_box_blocks, int requested_early)
+      : bb(box_blocks), lbb(late_box_blocks) {
+    const int whole = (nblocks + bb - 1) / bb;
+    early = requested_early < whole ? requested_early : whole;
+    early_blocks = early * bb < nblocks ? early * bb : nblocks;
+    chunks = early + (nblocks - early_blocks + lbb - 1) / lbb;
+  }
+  __host__ __device__ int first(int c) const { return c < early ? c * bb : early_blocks + (c - early) * lbb; }
+  __host__ __device__ int of(int lb) const { return lb < early_blocks ? lb / bb : early + (lb - early_blocks) / lbb; }
+  __host__ __device__ int blocks(int c) const { return c < early ? bb : lbb; }
+  __host__ __device__ int ring_blocks() const { return first(chunks - 1) + blocks(chunks - 1); }  // the last box's end
+};
+
 // ---- consumers: the fused kernel's shared-memory reads, without its prologue and epilogue --------
 // (session 23, --smem-reads). Warpgroup wg takes the CTA's K blocks wg, wg + 4, ... as the fused
 // kernel does (512 threads), waits for each block's box and reads the block's bytes one way:
@@ -470,15 +489,9 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   const int kb_begin = int((long long)rank * share.kblocks / gridDim.x);
   const int kb_end = int((long long)(rank + 1) * share.kblocks / gridDim.x);
   const int ntiles = tile_end - tile_begin;
-  // Boxes: the first `early` of box_blocks blocks (requested at entry), then boxes of
-  // late_box_blocks blocks (after griddepcontrol.wait). Box c lies at its first block's place in a
-  // ring laid out block by block (max_tiles rows a block), as the fused kernel's chunks do.
   const int nblocks = kb_end - kb_begin;
-  const int bb = share.box_blocks, lbb = share.late_box_blocks;
-  const int early = share.early < (nblocks + bb - 1) / bb ? share.early : (nblocks + bb - 1) / bb;
-  const int early_blocks = early * bb < nblocks ? early * bb : nblocks;
-  const int chunks = early + (nblocks - early_blocks + lbb - 1) / lbb;
-  auto box_first = [&](int c) { return c < early ? c * bb : early_blocks + (c - early) * lbb; };
+  const BoxLayout boxes(nblocks, share.box_blocks, share.late_box_blocks, share.early);
+  const int early = boxes.early, chunks = boxes.chunks;
   const bool full_rows = ntiles == share.max_tiles;
   const uint32_t row_block_bytes = uint32_t(ntiles) * 16u * 128u, ring_block_bytes = uint32_t(share.max_tiles) * 16u * 128u;
   const uint32_t base = smem_addr(slots), bar_base = smem_addr(bars);
@@ -490,10 +503,10 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   auto issue = [&](int c) {
     const uint32_t bar = bar_base + 8u * uint32_t(c);
     const bool late = c >= early;
-    mbar_arrive_expect_tx(bar, row_block_bytes * uint32_t(late ? lbb : bb));
+    mbar_arrive_expect_tx(bar, row_block_bytes * uint32_t(boxes.blocks(c)));
     const CUtensorMap* m = late ? (full_rows ? &map_late : &map_late_short) : (full_rows ? &map : &map_short);
-    tensor_copy_3d(base + uint32_t(box_first(c)) * ring_block_bytes, m, 0, tile_begin * 16, kb_begin + box_first(c), bar,
-                   share.evict_first != 0);
+    tensor_copy_3d(base + uint32_t(boxes.first(c)) * ring_block_bytes, m, 0, tile_begin * 16, kb_begin + boxes.first(c),
+                   bar, share.evict_first != 0);
   };
   if (threadIdx.x == 0)
     for (int c = 0; c < early; ++c) issue(c);
@@ -502,16 +515,14 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     for (int c = early; c < chunks; ++c) issue(c);
   uint32_t acc = 0;
   if constexpr (CONSUMER != kNoConsumer) {
-    auto box_of = [&](int lb) { return lb < early_blocks ? lb / bb : early + (lb - early_blocks) / lbb; };
     auto block_at = [&](int lb) {
-      const int first = box_first(box_of(lb));
+      const int first = boxes.first(boxes.of(lb));
       return slots + size_t(first) * ring_block_bytes + size_t(lb - first) * row_block_bytes;
     };
-    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(box_of(lb)); };
-    const int ring_blocks = box_first(chunks - 1) + (chunks - 1 < early ? bb : lbb);
-    const uint32_t fold =
-        consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar, slots + size_t(ring_blocks) * ring_block_bytes,
-                                        box_first(chunks - 1));
+    auto box_bar = [&](int lb) { return bar_base + 8u * uint32_t(boxes.of(lb)); };
+    const uint32_t fold = consume_blocks<CONSUMER, TILES>(nblocks, ntiles, block_at, box_bar,
+                                                          slots + size_t(boxes.ring_blocks()) * ring_block_bytes,
+                                                          boxes.first(chunks - 1));
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(fold) : "memory");
   }
   for (int c = 0; c < chunks; ++c) {
@@ -519,7 +530,7 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     // Row 0's eight 16-byte pieces, whichever order the swizzle left them in.
     if (threadIdx.x == 0)
       for (int piece = 0; piece < 8; ++piece)
-        acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(box_first(c)) * ring_block_bytes + 16 * piece);
+        acc ^= *reinterpret_cast<const volatile uint32_t*>(slots + size_t(boxes.first(c)) * ring_block_bytes + 16 * piece);
   }
   if (loads_scale)  // a store the compiler must keep: the loads stay
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem_addr(scale_sink + threadIdx.x)), "r"(scale_word) : "memory");
@@ -635,15 +646,10 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
                                    share.kblocks % (4 * k_split) != 0)))
     return int(cudaErrorInvalidValue);
   const int max_blocks = (share.kblocks + k_split - 1) / k_split;
-  // the largest CTA's boxes (as the kernel counts them) and the blocks its ring spans
   const int lbb = share.late_box_blocks;
-  const int early_boxes = early < (max_blocks + box_blocks - 1) / box_blocks ? early : (max_blocks + box_blocks - 1) / box_blocks;
-  const int early_blocks = early_boxes * box_blocks < max_blocks ? early_boxes * box_blocks : max_blocks;
-  const int late_boxes = (max_blocks - early_blocks + lbb - 1) / lbb;
-  const int chunks = early_boxes + late_boxes;
-  const int ring_blocks = late_boxes > 0 ? early_blocks + late_boxes * lbb : early_boxes * box_blocks;
-  const long long smem = (long long)ring_blocks * share.max_tiles * 16 * 128 + (consumer ? 1024 : 0);
-  if (chunks > kMaxStages || smem > kMaxRingBytes || lbb > 256) return int(cudaErrorInvalidValue);
+  const BoxLayout boxes(max_blocks, box_blocks, lbb, early);  // the largest CTA's
+  const long long smem = (long long)boxes.ring_blocks() * share.max_tiles * 16 * 128 + (consumer ? 1024 : 0);
+  if (boxes.chunks > kMaxStages || smem > kMaxRingBytes || lbb > 256) return int(cudaErrorInvalidValue);
   CUtensorMap map, map_short;
   using sgl_fp8::sm90::encode_ring_weight_map;
   if (!encode_ring_weight_map(&map, w, n, k, share.max_tiles * 16, box_blocks)) return int(cudaErrorInvalidValue);
