@@ -662,6 +662,16 @@ static void check_own_inbox() {
         "the barrier exchange at 32 tokens keeps the inbox over the activations");
 }
 
+// The default wgmma plan's K split at each measured point: {N, K, M, fastest measured k_split}.
+template <size_t n>
+static void check_default_k_splits(const long long (&measured)[n][4]) {
+  for (const auto& m : measured) {
+    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
+    CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
+          plan.k_split, m[3]);
+  }
+}
+
 // The wgmma plan's K split against the fastest of the splits measured on the H200, where the
 // measurement was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % faster after a copy
 // kernel and no more than 2 % slower back to back, or the fastest in both orders), with the
@@ -686,11 +696,7 @@ static void check_measured_k_splits() {
       {2560, 4096, 1, 2},  {2560, 4096, 16, 8}, {2560, 4096, 24, 8}, {2560, 4096, 28, 8},  // 2, 4, 8
       {1536, 4096, 4, 4},  {1536, 4096, 8, 4},  {1536, 4096, 16, 4}, {1536, 4096, 24, 4},  // 2, 4, 6, 8
       {1024, 4096, 1, 4},  {1024, 4096, 8, 4},  {1024, 4096, 16, 4}};  // 2, 4, 6, 8
-  for (const auto& m : measured) {
-    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
-    CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
-          plan.k_split, m[3]);
-  }
+  check_default_k_splits(measured);
 }
 
 // The default's K split up to 16 tokens against the split-free plan and the split of 2 where a
@@ -708,11 +714,7 @@ static void check_measured_no_split() {
       {2048, 1024, 8, 2}, {2048, 1024, 16, 2}, {4096, 1536, 8, 2}, {4096, 1536, 16, 2}, {3072, 1536, 8, 2},
       {3072, 1536, 16, 2}, {2048, 2048, 1, 2}, {2048, 2048, 4, 2}, {2048, 2048, 8, 2},  {4096, 2048, 1, 2},
       {4096, 2048, 4, 2},  {4096, 2048, 8, 2}, {8192, 2048, 16, 2}};
-  for (const auto& m : measured) {
-    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
-    CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
-          plan.k_split, m[3]);
-  }
+  check_default_k_splits(measured);
 }
 
 // Launches the H200 recorded (session 25, docs/perf/h200_session25/: tools/config_ab.py --kernels

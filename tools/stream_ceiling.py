@@ -220,9 +220,16 @@ def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
     early = (chunks + 1) // 2 if p["early_half"] else chunks
     # boxes after the early ones: late_box_blocks blocks each where set (session 27), else the same
     late_box = min(p.get("late_box_blocks", 0) or box, blocks)
-    late_chunks = -(-(blocks - min(early * box, blocks)) // late_box)
-    return {"groups": groups, "max_tiles": max_tiles, "box_blocks": box, "chunks": early + late_chunks,
-            "early": early, "late_box_blocks": late_box, "grid": p["k_split"] * groups}
+    return {"groups": groups, "max_tiles": max_tiles, "box_blocks": box,
+            "chunks": len(box_starts(blocks, box, late_box, early)), "early": early, "late_box_blocks": late_box,
+            "grid": p["k_split"] * groups}
+
+
+def box_starts(nblocks: int, box: int, late_box: int, early: int) -> List[int]:
+    """The first block of each of a CTA's boxes (stream_ceiling.cu's BoxLayout): `early` boxes of
+    `box` blocks at most, then boxes of `late_box` blocks over the rest of its `nblocks`."""
+    early = min(early, -(-nblocks // box))
+    return [c * box for c in range(early)] + list(range(min(early * box, nblocks), nblocks, late_box))
 
 
 def quick_variants() -> List[Variant]:
@@ -347,15 +354,11 @@ def expected_tensor_fold(v: Variant, words, n: int, k: int, sms: int):
         for rank in range(s):
             kb_begin, kb_end = rank * kblocks // s, (rank + 1) * kblocks // s
             acc = np.uint32(0)
-            nblocks, box, late_box = kb_end - kb_begin, g["box_blocks"], g["late_box_blocks"]
-            early = min(g["early"], -(-nblocks // box))
-            early_blocks = min(early * box, nblocks)
-            firsts = [c * box for c in range(early)] + list(range(early_blocks, nblocks, late_box))
-            for first in firsts:
-                kb = kb_begin + first
+            for start in box_starts(kb_end - kb_begin, g["box_blocks"], g["late_box_blocks"], g["early"]):
+                kb = kb_begin + start
                 if kb < kblocks:
-                    first = (row0 * k + kb * 128) // 4
-                    acc ^= np.bitwise_xor.reduce(words[first:first + 32:4])
+                    word = (row0 * k + kb * 128) // 4
+                    acc ^= np.bitwise_xor.reduce(words[word:word + 32:4])
             out[group * s + rank] = acc
     return out
 
