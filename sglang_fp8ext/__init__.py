@@ -4,9 +4,23 @@ The ops live under ``torch.ops.sgl_fp8`` (SPEC §2); this package loads the comp
 registers their fake implementations and re-exports the Python API (SPEC §5).
 """
 
+import os
+
 import torch  # noqa: F401  (loads libtorch, which the compiled library links against)
 
-from . import _C
+try:
+    from . import _C
+except ImportError as error:  # say which of the two usual causes it is, not Python's "circular import"
+    _here = os.path.dirname(os.path.abspath(__file__))
+    if not any(name.startswith("_C.") for name in os.listdir(_here)):
+        raise ImportError(
+            f"sglang_fp8ext: its compiled library is not built (no _C.* in {_here}): install the package "
+            "with `pip install --no-build-isolation .` (`-e .` in a source checkout; docs/building.md)"
+        ) from error
+    raise ImportError(
+        f"sglang_fp8ext: its compiled library did not load ({error}); a library built against another torch "
+        f"than the installed {torch.__version__} must be rebuilt (docs/building.md)"
+    ) from error
 from . import reference  # noqa: F401  (registers the fallback ops the GPU glue redispatches to)
 from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight
 from . import parallel  # noqa: F401  (tensor-parallel sharding helpers: fx.parallel)

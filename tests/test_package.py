@@ -34,6 +34,47 @@ def test_import_alone_in_fresh_interpreter():
     assert r.stdout.split()[0] == fx.BUILT_BACKEND
 
 
+def _import_copy(tmp_path, library=None):
+    """`import sglang_fp8ext` in a fresh interpreter from a copy of the package's Python files (no
+    compiled library, or `library`'s bytes as `_C` + the real one's suffix); (returncode, stderr)."""
+    import shutil
+    src = os.path.dirname(os.path.abspath(fx.__file__))
+    dst = tmp_path / "sglang_fp8ext"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_C*", "__pycache__"))
+    if library is not None:
+        suffix = os.path.basename(fx._C.__file__)[len("_C"):]
+        (dst / ("_C" + suffix)).write_bytes(library)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tmp_path)
+    # An editable install's finder would resolve sglang_fp8ext._C to the checkout's library even from
+    # the copy: take it out of the search so that only the copy is seen.
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if '__editable__' not in getattr(f, '__module__', '')]; import sglang_fp8ext")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    return r.returncode, r.stderr
+
+
+def test_import_without_the_compiled_library_says_so(tmp_path):
+    """A source tree that was never built fails to import with a message naming the cause and the
+    install command, not Python's "partially initialized module ... circular import"."""
+    rc, err = _import_copy(tmp_path)
+    assert rc != 0
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("ImportError: sglang_fp8ext: its compiled library is not built"), err[-2000:]
+    assert "pip install --no-build-isolation" in last and str(tmp_path) in last
+
+
+def test_import_with_a_broken_compiled_library_quotes_the_loader(tmp_path):
+    """A `_C` that exists but does not load (here: not an ELF file) fails with the loader's own
+    message and the installed torch's version."""
+    rc, err = _import_copy(tmp_path, library=b"not a shared library")
+    assert rc != 0
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("ImportError: sglang_fp8ext: its compiled library did not load ("), err[-2000:]
+    assert torch.__version__ in last and "not built" not in last
+
+
 def test_import_does_not_need_aiter():
     """AITER is optional: the package imports with `aiter` made unimportable."""
     env, cwd = _env_for_subprocess()
