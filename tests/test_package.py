@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,7 +38,6 @@ def test_import_alone_in_fresh_interpreter():
 def _import_copy(tmp_path, library=None):
     """`import sglang_fp8ext` in a fresh interpreter from a copy of the package's Python files (no
     compiled library, or `library`'s bytes as `_C` + the real one's suffix); (returncode, stderr)."""
-    import shutil
     src = os.path.dirname(os.path.abspath(fx.__file__))
     dst = tmp_path / "sglang_fp8ext"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_C*", "__pycache__"))
