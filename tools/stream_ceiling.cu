@@ -537,6 +537,129 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
   if (threadIdx.x == 0) out[cta] = acc;
 }
 
+// ---- chain variant (session 29) ------------------------------------------------------------------
+// What a one-launch decode GEMM cannot avoid besides reading its weight, with no arithmetic at all:
+// after griddepcontrol.wait every CTA reads its activations (M rows of one K slice of `act_split`,
+// bf16, from L2 as in bench) and, once those and its whole weight share are in, writes its part of
+// the output (M x N bf16 over the grid). The weight share is the bulk variant's contiguous slice,
+// copied into a ring that holds all of it (no refills): `early` chunks at entry, the rest at the
+// point `late_order` names. So its period is a practical floor for any design that streams the
+// weight through the SM and consumes the previous kernel's output, and the orders show what the
+// activation round trip costs where it queues behind the copies (session 7's model).
+enum LateOrder : int {
+  kLateBeforeActivations = 0,  // the held-back chunks requested right after the wait, then the loads
+  kLateAfterIssue = 1,         // after the CTA's first activation loads are issued, before they return
+  kLateAfterArrival = 2,       // after every activation load of the CTA has returned
+};
+
+struct ChainShare {
+  const uint4* act;    // M x K bf16, row-major, 16-byte aligned (nullptr: no activations read)
+  int m;               // rows (tokens)
+  int row_units;       // 16-byte units a row (K * 2 / 16)
+  int act_split;       // CTA b reads the K slice b % act_split of every row
+  int slice_shift;     // log2 of a slice's 16-byte units (row_units / act_split)
+  uint4* outputs;      // grid x out_units 16-byte units
+  int out_units;       // a CTA's output, 16-byte units
+  uint32_t* act_fold;  // per CTA: the XOR of every word of its activation slice
+  int chunk;           // bytes a weight copy
+  int early;           // copies requested at entry (the rest at late_order)
+  int late_order;
+};
+
+constexpr int kChainThreads = 256;
+constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
+
+__global__ void __launch_bounds__(kChainThreads) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
+                                                                     uint32_t* __restrict__ out, const ChainShare cs) {
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ __align__(8) uint64_t bars[kMaxStages];
+  __shared__ uint32_t warp_fold[kChainThreads / 32];
+  __shared__ uint32_t weight_fold;
+  pdl_launch_dependents();
+
+  long long begin_u, end_u;
+  cta_slice(units, begin_u, end_u);
+  const long long begin = begin_u * 16, end = end_u * 16;
+  const int chunks = int((end - begin + cs.chunk - 1) / cs.chunk);  // the host checks it fits the ring
+  const int early = min(cs.early, chunks);
+  const uint32_t ring_base = smem_addr(ring), bar_base = smem_addr(bars);
+  if (threadIdx.x == 0) {
+    for (int c = 0; c < chunks; ++c) mbar_init(bar_base + 8u * c, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  auto issue_chunks = [&](int from, int to) {  // thread 0 requests chunks [from, to), each into its own slot
+    if (threadIdx.x != 0) return;
+    for (int c = from; c < to; ++c) {
+      const long long off = begin + (long long)c * cs.chunk;
+      const uint32_t bar = bar_base + 8u * uint32_t(c);
+      const uint32_t size = uint32_t(min((long long)cs.chunk, end - off));
+      mbar_arrive_expect_tx(bar, size);
+      bulk_copy_g2s(ring_base + uint32_t(c) * uint32_t(cs.chunk), buf + off, size, bar);
+    }
+  };
+
+  issue_chunks(0, early);
+  pdl_wait();
+  if (cs.late_order == kLateBeforeActivations) issue_chunks(early, chunks);
+
+  // The activation slice, kChainBatch loads in flight a thread: unit u of the slice is row
+  // u / slice_units, unit u % slice_units of the row's K slice.
+  // (slice_units is a power of two, 1 << slice_shift: the host checks.)
+  const int slice_units = 1 << cs.slice_shift;
+  const int slice_first = (int(blockIdx.x) % cs.act_split) * slice_units;
+  const int total = cs.act != nullptr ? cs.m * slice_units : 0;
+  auto load_batch = [&](int first, uint4 (&v)[kChainBatch]) {
+#pragma unroll
+    for (int j = 0; j < kChainBatch; ++j) {
+      const int u = first + j * kChainThreads;
+      v[j] = u < total ? cs.act[(long long)(u >> cs.slice_shift) * cs.row_units + slice_first + (u & (slice_units - 1))]
+                       : make_uint4(0u, 0u, 0u, 0u);
+    }
+  };
+  auto fold_batch = [](const uint4 (&v)[kChainBatch]) {
+    uint32_t acc = 0;
+#pragma unroll
+    for (int j = 0; j < kChainBatch; ++j) acc ^= fold4(v[j]);
+    return acc;
+  };
+  uint4 v[kChainBatch];
+  load_batch(threadIdx.x, v);
+  if (cs.late_order == kLateAfterIssue) issue_chunks(early, chunks);
+  uint32_t fold = fold_batch(v);
+  for (int first = threadIdx.x + kChainBatch * kChainThreads; first < total; first += kChainBatch * kChainThreads) {
+    load_batch(first, v);
+    fold ^= fold_batch(v);
+  }
+  fold = __reduce_xor_sync(0xffffffffu, fold);
+  if ((threadIdx.x & 31) == 0) warp_fold[threadIdx.x >> 5] = fold;
+  if (cs.late_order == kLateAfterArrival) {
+    __syncthreads();  // every thread's loads have returned (their values are folded)
+    issue_chunks(early, chunks);
+  }
+
+  // The output needs the whole share: thread 0 waits for every chunk (folding each one's first word).
+  if (threadIdx.x == 0) {
+    uint32_t acc = 0;
+    for (int c = 0; c < chunks; ++c) {
+      mbar_wait(bar_base + 8u * uint32_t(c), 0);
+      acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
+    }
+    weight_fold = acc;
+  }
+  __syncthreads();
+  uint32_t act_fold = 0;
+#pragma unroll
+  for (int w = 0; w < kChainThreads / 32; ++w) act_fold ^= warp_fold[w];
+  const uint32_t value = act_fold ^ weight_fold;
+  for (int u = threadIdx.x; u < cs.out_units; u += kChainThreads)  // after pdl_wait: never races the previous grid
+    cs.outputs[(long long)blockIdx.x * cs.out_units + u] = make_uint4(value, uint32_t(u), blockIdx.x, value);
+  if (threadIdx.x == 0) {
+    out[blockIdx.x] = weight_fold;
+    cs.act_fold[blockIdx.x] = act_fold;
+  }
+}
+
 // ---- launch helpers --------------------------------------------------------------------------
 
 // Opting in to more than 48 KiB of dynamic shared memory is a per-function attribute; it is a
@@ -690,6 +813,52 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
       return five ? launch(stream_tensor_kernel<kButLastWindows, 5>) : launch(stream_tensor_kernel<kButLastWindows, 4>);
     default: return launch(stream_tensor_kernel<kNoConsumer, 4>);
   }
+}
+
+// chain variant (session 29): `sms` CTAs of 256 threads (stream_chain_kernel). The weight share
+// (bytes may be 0: no weight) in copies of `chunk` bytes, `early` at entry, the rest at `late_order`;
+// `m` rows of bf16 activations of K (act may be null: none read), a K slice of `act_split` a CTA;
+// `out_units` 16-byte units of output a CTA. Dynamic shared memory: the whole share's ring, at
+// least `min_smem` bytes (a kernel that holds an SM as the fused one does). `out` and `act_fold`
+// hold one uint32 a CTA.
+int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
+                         void* outputs, int out_units, void* act_fold, int sms, int chunk, int early, int late_order,
+                         int min_smem, int pdl, void* stream) {
+  if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
+      chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kLateAfterArrival ||
+      min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || (out_units > 0 && outputs == nullptr) ||
+      (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)))
+    return int(cudaErrorInvalidValue);
+  int slice_shift = 0;
+  if (act != nullptr) {
+    if (m < 0 || k <= 0 || (2LL * k) % 16 != 0 || act_split <= 0 || (2 * k / 16) % act_split != 0 ||
+        (reinterpret_cast<uintptr_t>(act) & 15) != 0)
+      return int(cudaErrorInvalidValue);
+    const int slice_units = 2 * k / 16 / act_split;
+    while ((1 << slice_shift) < slice_units) ++slice_shift;
+    if ((1 << slice_shift) != slice_units) return int(cudaErrorInvalidValue);  // a power of two
+  }
+  const long long largest_share = (bytes / 16 + sms - 1) / sms * 16;
+  const long long chunks = (largest_share + chunk - 1) / chunk;
+  if (chunks > kMaxStages || chunks * chunk > kMaxRingBytes) return int(cudaErrorInvalidValue);
+  const size_t smem = size_t(max(chunks * chunk, (long long)min_smem));
+  if (const cudaError_t e = allow_ring_smem(stream_chain_kernel); e != cudaSuccess) return int(e);
+  ChainShare cs;
+  cs.act = static_cast<const uint4*>(act);
+  cs.m = act != nullptr ? m : 0;
+  cs.row_units = act != nullptr ? 2 * k / 16 : 0;
+  cs.act_split = act != nullptr ? act_split : 1;
+  cs.slice_shift = slice_shift;
+  cs.outputs = static_cast<uint4*>(outputs);
+  cs.out_units = out_units;
+  cs.act_fold = static_cast<uint32_t*>(act_fold);
+  cs.chunk = chunk;
+  cs.early = early;
+  cs.late_order = late_order;
+  cudaLaunchAttribute attr;
+  cudaLaunchConfig_t config = make_config(sms, kChainThreads, smem, pdl, stream, &attr);
+  return int(cudaLaunchKernelEx(&config, stream_chain_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
+                                static_cast<uint32_t*>(out), cs));
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record

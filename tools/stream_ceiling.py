@@ -14,7 +14,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
     python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
-        --split-free] [--replays 20]
+        --split-free | --chain] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -30,6 +30,12 @@ weight read once, no A bytes), or through one window and the fifth tile by mma.s
 --late-boxes (session 27) cuts the boxes requested after griddepcontrol.wait into boxes of 1 or 2
 K blocks, with and without the MMAs (late_box_variants): does less MMA work follow the last landing?
 --split-free (session 27) times the copies of plans without a K split (split_free_variants).
+--chain (session 29) asks what a one-launch GEMM cannot avoid besides its weight bytes, with no
+arithmetic: after griddepcontrol.wait every CTA reads its activations (M rows of half of K, bf16,
+from L2) and writes its share of the M x N output once those and its whole weight share are in
+(chain_variants: the weight requested all at entry, half at entry and the rest before, during or
+after the activation loads, none at entry; the activations alone), at M = 1, 4, 8, 16, 32 beside
+the fused op, against bench's floor (weight, scales, activations and output bytes).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -100,6 +106,10 @@ class Variant:
                     f"{' 512 threads' if p.get('threads', 32) == 512 else ''}"
                     f"{' scale loads' if p.get('scale_loads', 0) else ''}"
                     f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
+        elif self.kind == "chain":
+            text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
+            if p["min_smem"] == 0 and not p["weight"]:
+                text += ", small CTAs"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -202,6 +212,55 @@ def late_box_variants() -> List[Variant]:
     return [tensor(c, box, late) for c in (0, 5, 1) for box, late in ((0, 0), (0, 1), (0, 2), (1, 0))]
 
 
+# The chain variant (session 29): (weight, early, late_order, activations) -> name. early: "all",
+# "half" or "none" of the share's copies at entry; late_order: stream_chain_kernel's LateOrder.
+CHAIN_NAMES = {
+    (1, "all", 0, 0): "weight all at entry, no activations",
+    (0, "none", 0, 1): "activations alone (no weight)",
+    (1, "all", 0, 1): "weight all at entry",
+    (1, "half", 0, 1): "half at entry, rest before the activation loads",
+    (1, "half", 1, 1): "half at entry, rest once the loads are issued",
+    (1, "half", 2, 1): "half at entry, rest once the loads return",
+    (1, "none", 2, 1): "none at entry, all once the loads return",
+}
+CHAIN_CHUNK = 32 * KIB      # bytes a weight copy (the bulk reference's)
+CHAIN_ACT_SPLIT = 2         # a CTA reads half of K (the plans' K split of 2)
+CHAIN_MIN_SMEM = 160 * KIB  # one CTA an SM, as the fused kernel's
+CHAIN_MS = (1, 4, 8, 16, 32)
+
+
+def chain_variants() -> List[Variant]:
+    """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
+    SM; the activations alone also with small CTAs that let launches overlap."""
+    def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM):
+        return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
+                                 "activations": activations, "min_smem": min_smem, "ctas_per_sm": 1})
+    return [chain(*key) for key in CHAIN_NAMES] + [chain(0, "none", 0, 1, min_smem=0)]
+
+
+def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) -> dict:
+    """A chain variant's launch: copies a CTA (its largest share in CHAIN_CHUNK copies), how many
+    at entry, the output's 16-byte units a CTA (M x N bf16 over the grid)."""
+    p = v.params
+    share = -(-(nbytes // 16) // sms) * 16 if p["weight"] else 0
+    chunks = -(-share // CHAIN_CHUNK)
+    early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0}[p["early"]]
+    return {"grid": sms, "chunks": chunks, "early": early, "out_units": -(-(m * n * 2) // (16 * sms)),
+            "act_split": CHAIN_ACT_SPLIT}
+
+
+def expected_act_fold(act_words, m: int, k: int, grid: int, split: int):
+    """The chain kernel's activation checksum: for CTA b, the XOR of every 32-bit word of rows
+    0..m-1 of K slice b % split (act_words: the M x K bf16 activations as uint32, row-major)."""
+    import numpy as np
+
+    rows = act_words[:m * k // 2].reshape(m, k // 2)
+    width = k // 2 // split
+    per_slice = [np.bitwise_xor.reduce(rows[:, s * width:(s + 1) * width].reshape(-1)) if m else np.uint32(0)
+                 for s in range(split)]
+    return np.array([per_slice[b % split] for b in range(grid)], dtype=np.uint32)
+
+
 def tensor_geometry(v: Variant, n: int, k: int, sms: int) -> dict:
     """The fused wgmma ring plan's partition (sm90_gemm_plan.h): clusters of k_split CTAs over K,
     row groups = min(SMs / k_split, tiles / 4), boxes of about 32 KB (wgmma_chunk_blocks)."""
@@ -287,6 +346,8 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, p]
+        lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
         lib.stream_ceiling_error_string.argtypes = [i]
@@ -317,11 +378,21 @@ class Kernels:
                                                 p["stages"], v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
+    def launch_chain(self, v: Variant, buf_ptr: int, nbytes: int, out_ptr: int, act_ptr: int, m: int, k: int,
+                     outputs_ptr: int, act_fold_ptr: int, geometry: dict) -> None:
+        p, g = v.params, geometry
+        stream = torch.cuda.current_stream().cuda_stream
+        code = self.lib.stream_ceiling_chain(buf_ptr if p["weight"] else None, nbytes if p["weight"] else 0, out_ptr,
+                                             act_ptr if p["activations"] else None, m, k, g["act_split"], outputs_ptr,
+                                             g["out_units"], act_fold_ptr, g["grid"], CHAIN_CHUNK, g["early"],
+                                             p["late_order"], p["min_smem"], v.pdl, stream)
+        self.check(code, f"launch of {v.name}")
+
     def blocks_per_sm(self, v: Variant) -> int:
         """CTAs of this variant that fit on one SM at once (is ctas_per_sm really co-resident?)."""
         n = ctypes.c_int(0)
-        if v.kind == "tensor":
-            return 1  # one 32-thread CTA with up to 227 KB: one per SM by construction
+        if v.kind in ("tensor", "chain"):
+            return 1  # the rings (and the chain's min_smem) hold an SM; all that is asked is 1
         if v.kind == "ldg":
             code = self.lib.stream_ceiling_occupancy(0, v.params["depth"], ctypes.byref(n))
         else:
@@ -493,6 +564,112 @@ def run(args) -> dict:
     }
 
 
+def run_chain(args) -> dict:
+    """--chain: every chain variant at every M of CHAIN_MS on the Qwen shapes, each checked once
+    eagerly (its weight and activation checksums against the host's), then timed as bench times
+    the fused op; the fused op's own plan at the same points; floors as bench's (op_bytes)."""
+    import numpy as np
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, measure_copy_bandwidth, op_bytes, time_in_graph
+
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
+    variants = chain_variants()
+    tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
+    kernels = Kernels(build_library(tmp))
+    progress(f"measuring device-to-device copy bandwidth on {torch.cuda.get_device_name()} ...")
+    copy_tbps = measure_copy_bandwidth(device)
+    progress(f"copy bandwidth: {copy_tbps:.2f} TB/s, {sms} SMs, L2 {l2_bytes / 1e6:.1f} MB")
+
+    plan = []
+    for n, k in QWEN_TP4_SHAPES:
+        nbytes = weight_bytes(n, k)
+        stride = (nbytes + 255) // 256 * 256
+        plan.append((n, k, nbytes, stride, copies_for(nbytes, l2_bytes)))
+    generator = torch.Generator(device=device).manual_seed(0)
+    pool = torch.randint(0, 256, (max(st * c for _, _, _, st, c in plan),), dtype=torch.uint8, device=device,
+                         generator=generator)
+    max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MS)
+    # random bf16 bits, never zeros (a NaN pattern is only a bit pattern to these kernels)
+    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
+    act = act.to(torch.int16)
+    out = torch.zeros(sms, dtype=torch.int32, device=device)
+    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
+    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
+    act_words = act.cpu().numpy().view("<u4")
+
+    rows = []
+    total, done = len(plan) * len(CHAIN_MS) * len(variants), 0
+    started = time.monotonic()
+    for n, k, nbytes, stride, copies in plan:
+        words = pool[:nbytes].cpu().numpy().view("<u4")
+        for m in CHAIN_MS:
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            for v in variants:
+                done += 1
+                g = chain_geometry(v, n, k, m, nbytes, sms)
+                def launch(i, v=v, g=g):
+                    kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), act.data_ptr(), m, k,
+                                         outputs.data_ptr(), act_fold.data_ptr(), g)
+                out.zero_()
+                act_fold.zero_()
+                launch(0)
+                wait_or_die(f"{v.name} on N={n} K={k} M={m}")
+                want_w = (expected_fold(Variant("bulk", {"chunk": CHAIN_CHUNK}), words, nbytes, sms) if v.params["weight"]
+                          else np.zeros(sms, dtype=np.uint32))
+                want_a = (expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"]
+                          else np.zeros(sms, dtype=np.uint32))
+                fold_ok = bool((out.cpu().numpy().view("<u4") == want_w).all()
+                               and (act_fold.cpu().numpy().view("<u4") == want_a).all())
+                if not fold_ok:
+                    progress(f"  WARNING: {v.name}: a checksum differs from the host's")
+                us = time_in_graph([lambda i=i: launch(i) for i in range(copies)], args.replays)
+                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": v.name,
+                             "kind": v.kind, "params": {**v.params, **g}, "pdl": v.pdl, "us": us,
+                             "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
+                             "copies": copies})
+                progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us (floor/us {floor_us / us:.3f})")
+        del words
+        for m, name, _, us in time_fused(n, k, [(m, "fused default", None) for m in CHAIN_MS], copies, args.replays,
+                                         device):
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
+                         "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
+                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
+    progress(f"measured {total} chain points in {time.monotonic() - started:.1f} s")
+    del pool, out, act_fold, outputs, act
+    torch.cuda.empty_cache()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+            "copy_TBps": copy_tbps, "l2_bytes": l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
+
+
+def print_chain_tables(result: dict) -> None:
+    """One table per shape: variants x M, floor/us (and, at the foot, the geometric mean of each
+    variant over the 15 points, the bench target's measure)."""
+    rows = result["rows"]
+    print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}  copy {result['copy_TBps']:.2f} TB/s"
+          f"  (median of {result['replays']} graph replays, cold rotated copies; floor/us, us in brackets)")
+    names = list(dict.fromkeys(r["variant"] for r in rows))
+    shapes = list(dict.fromkeys((r["N"], r["K"]) for r in rows))
+    ms = sorted({r["M"] for r in rows})
+    at = {(r["N"], r["K"], r["M"], r["variant"]): r for r in rows}
+    for n, k in shapes:
+        print(f"\nN={n} K={k}")
+        print(f"{'variant':<52}" + "".join(f"{'M=' + str(m):>16}" for m in ms))
+        for name in names:
+            cells = [at.get((n, k, m, name)) for m in ms]
+            print(f"{name:<52}" + "".join(f"{c['floor_over_us']:>7.3f} ({c['us']:>5.2f})" if c else f"{'-':>16}"
+                                          for c in cells)
+                  + ("" if all(c is None or c["fold_ok"] in (None, True) for c in cells) else "  MISMATCH"))
+    print(f"\ngeometric mean of floor/us over {len(shapes) * len(ms)} points:")
+    for name in names:
+        sel = [r["floor_over_us"] for r in rows if r["variant"] == name]
+        if len(sel) == len(shapes) * len(ms):
+            print(f"  {name:<52} {math.exp(sum(math.log(x) for x in sel) / len(sel)):.3f}")
+
+
 def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> List[tuple]:
     """Each (M, name, config) point of the fused op (config None: `smallm_gemm`, its own plan; else
     the configured op) timed as the variants above, over `copies` rotated weights: [(M, name,
@@ -574,6 +751,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--split-free", action="store_true",
                         help="the copies of plans without a K split (CTAs of 2-3 tiles) beside the landed plan's "
                         "(session 27)")
+    parser.add_argument("--chain", action="store_true",
+                        help="the weight stream with the activation loads and output stores every GEMM needs, "
+                        "no arithmetic, in every order, at M = 1-32 beside the fused op (session 29)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
@@ -590,6 +770,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
     os.makedirs(args.out, exist_ok=True)
+    if args.chain:
+        result = run_chain(args)
+        print_chain_tables(result)
+        write_result(args.out, "stream_ceiling.json", result)
+        return 0
     result = run(args)
     print_tables(result)
     write_result(args.out, "stream_ceiling.json", result)
