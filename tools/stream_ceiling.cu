@@ -566,11 +566,13 @@ struct ChainShare {
   int late_order;
 };
 
-constexpr int kChainThreads = 256;
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 
-__global__ void __launch_bounds__(kChainThreads) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
-                                                                     uint32_t* __restrict__ out, const ChainShare cs) {
+// THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?)
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
+                                                               uint32_t* __restrict__ out, const ChainShare cs) {
+  constexpr int kChainThreads = THREADS;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t bars[kMaxStages];
   __shared__ uint32_t warp_fold[kChainThreads / 32];
@@ -815,15 +817,15 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   }
 }
 
-// chain variant (session 29): `sms` CTAs of 256 threads (stream_chain_kernel). The weight share
+// chain variant (session 29): `sms` CTAs of `threads` (256 or 32) threads (stream_chain_kernel). The weight share
 // (bytes may be 0: no weight) in copies of `chunk` bytes, `early` at entry, the rest at `late_order`;
 // `m` rows of bf16 activations of K (act may be null: none read), a K slice of `act_split` a CTA;
 // `out_units` 16-byte units of output a CTA. Dynamic shared memory: the whole share's ring, at
 // least `min_smem` bytes (a kernel that holds an SM as the fused one does). `out` and `act_fold`
 // hold one uint32 a CTA.
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
-                         void* outputs, int out_units, void* act_fold, int sms, int chunk, int early, int late_order,
-                         int min_smem, int pdl, void* stream) {
+                         void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
+                         int late_order, int min_smem, int pdl, void* stream) {
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
       chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kLateAfterArrival ||
       min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || (out_units > 0 && outputs == nullptr) ||
@@ -842,7 +844,7 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   const long long chunks = (largest_share + chunk - 1) / chunk;
   if (chunks > kMaxStages || chunks * chunk > kMaxRingBytes) return int(cudaErrorInvalidValue);
   const size_t smem = size_t(max(chunks * chunk, (long long)min_smem));
-  if (const cudaError_t e = allow_ring_smem(stream_chain_kernel); e != cudaSuccess) return int(e);
+  if (threads != 32 && threads != 256) return int(cudaErrorInvalidValue);
   ChainShare cs;
   cs.act = static_cast<const uint4*>(act);
   cs.m = act != nullptr ? m : 0;
@@ -856,9 +858,13 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   cs.early = early;
   cs.late_order = late_order;
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t config = make_config(sms, kChainThreads, smem, pdl, stream, &attr);
-  return int(cudaLaunchKernelEx(&config, stream_chain_kernel, static_cast<const uint8_t*>(buf), bytes / 16,
-                                static_cast<uint32_t*>(out), cs));
+  cudaLaunchConfig_t config = make_config(sms, threads, smem, pdl, stream, &attr);
+  auto launch = [&](auto kernel) -> int {
+    if (const cudaError_t e = allow_ring_smem(kernel); e != cudaSuccess) return int(e);
+    return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(buf), bytes / 16,
+                                  static_cast<uint32_t*>(out), cs));
+  };
+  return threads == 32 ? launch(stream_chain_kernel<32>) : launch(stream_chain_kernel<256>);
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record

@@ -108,8 +108,10 @@ class Variant:
                     f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
         elif self.kind == "chain":
             text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
-            if p["min_smem"] == 0 and not p["weight"]:
+            if p["min_smem"] == 0:
                 text += ", small CTAs"
+            if p["threads"] != 256:
+                text += f", {p['threads']} threads"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -231,11 +233,20 @@ CHAIN_MS = (1, 4, 8, 16, 32)
 
 def chain_variants() -> List[Variant]:
     """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
-    SM; the activations alone also with small CTAs that let launches overlap."""
-    def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM):
+    SM; the activations alone and the whole order with small CTAs that let launches overlap; the
+    weight alone in CTAs of 32 threads."""
+    def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
-                                 "activations": activations, "min_smem": min_smem, "ctas_per_sm": 1})
-    return [chain(*key) for key in CHAIN_NAMES] + [chain(0, "none", 0, 1, min_smem=0)]
+                                 "activations": activations, "min_smem": min_smem, "threads": threads,
+                                 "ctas_per_sm": 1})
+    return ([chain(*key) for key in CHAIN_NAMES]
+            + [chain(0, "none", 0, 1, min_smem=0),       # launches may overlap on an SM
+               chain(1, "all", 0, 1, min_smem=0),        # ... where the share leaves room (4096x2048)
+               chain(1, "all", 0, 0, threads=32)])       # the weight stream in the bulk variant's CTA size
+
+
+# The bulk variant with the whole share at entry, timed beside the chain variants at every M.
+CHAIN_BULK_REFERENCE = Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1})
 
 
 def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) -> dict:
@@ -346,7 +357,7 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
-        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, p]
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -384,7 +395,7 @@ class Kernels:
         stream = torch.cuda.current_stream().cuda_stream
         code = self.lib.stream_ceiling_chain(buf_ptr if p["weight"] else None, nbytes if p["weight"] else 0, out_ptr,
                                              act_ptr if p["activations"] else None, m, k, g["act_split"], outputs_ptr,
-                                             g["out_units"], act_fold_ptr, g["grid"], CHAIN_CHUNK, g["early"],
+                                             g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK, g["early"],
                                              p["late_order"], p["min_smem"], v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
@@ -630,6 +641,16 @@ def run_chain(args) -> dict:
                              "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
                              "copies": copies})
                 progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us (floor/us {floor_us / us:.3f})")
+            ref = CHAIN_BULK_REFERENCE
+            out.zero_()
+            kernels.launch(ref, pool.data_ptr(), nbytes, out.data_ptr(), sms)
+            wait_or_die(f"{ref.name} on N={n} K={k}")
+            fold_ok = bool((out.cpu().numpy().view("<u4") == expected_fold(ref, words, nbytes, sms)).all())
+            us = time_in_graph([lambda i=i: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), sms)
+                                for i in range(copies)], args.replays)
+            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": ref.name + " (reference)",
+                         "kind": ref.kind, "params": dict(ref.params), "pdl": 1, "us": us, "floor_us": floor_us,
+                         "floor_over_us": floor_us / us, "fold_ok": fold_ok, "copies": copies})
         del words
         for m, name, _, us in time_fused(n, k, [(m, "fused default", None) for m in CHAIN_MS], copies, args.replays,
                                          device):
