@@ -110,8 +110,14 @@ class Variant:
             text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
             if p["min_smem"] == 0:
                 text += ", small CTAs"
+            elif p["min_smem"] != CHAIN_MIN_SMEM:
+                text += f", {p['min_smem'] // KIB} KB"
             if p["threads"] != 256:
                 text += f", {p['threads']} threads"
+            if not p.get("outputs", 1):
+                text += ", no output"
+            if p.get("act_split", CHAIN_ACT_SPLIT) != CHAIN_ACT_SPLIT:
+                text += f", K/{p['act_split']} a CTA"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -235,18 +241,36 @@ def chain_variants() -> List[Variant]:
     """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
     SM; the activations alone and the whole order with small CTAs that let launches overlap; the
     weight alone in CTAs of 32 threads."""
-    def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256):
+    def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256, outputs=1,
+              act_split=CHAIN_ACT_SPLIT):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
                                  "activations": activations, "min_smem": min_smem, "threads": threads,
-                                 "ctas_per_sm": 1})
+                                 "outputs": outputs, "act_split": act_split, "ctas_per_sm": 1})
     return ([chain(*key) for key in CHAIN_NAMES]
             + [chain(0, "none", 0, 1, min_smem=0),       # launches may overlap on an SM
                chain(1, "all", 0, 1, min_smem=0),        # ... where the share leaves room (4096x2048)
-               chain(1, "all", 0, 0, threads=32)])       # the weight stream in the bulk variant's CTA size
+               chain(1, "all", 0, 0, threads=32),        # the weight stream in the bulk variant's CTA size
+               # what separates that from the bulk reference: its shared memory, its output
+               chain(1, "all", 0, 0, threads=32, min_smem=128 * KIB),
+               chain(1, "all", 0, 0, threads=32, outputs=0),
+               chain(1, "all", 0, 1, min_smem=128 * KIB),
+               # fewer activation bytes a CTA: a K split of 4 or 8 (the exchange it needs not modelled)
+               chain(1, "all", 0, 1, act_split=4),
+               chain(1, "all", 0, 1, act_split=8),
+               chain(1, "half", 1, 1, act_split=4)])
 
 
-# The bulk variant with the whole share at entry, timed beside the chain variants at every M.
-CHAIN_BULK_REFERENCE = Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1})
+# The bulk variant (a 128 KB ring; 160 KB: the chain variants' shared memory), timed beside the
+# chain variants at every M.
+CHAIN_BULK_REFERENCES = [Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1}),
+                         Variant("bulk", {"chunk": 32 * KIB, "stages": 5, "ctas_per_sm": 1})]
+
+
+# The fused op beside the chain variants: its own plan, and its diagnostic flags (garbage outputs)
+# 1 (no MMAs: the copies, the prologue and the epilogue), 5 (no MMAs, no epilogue) and 7 (its
+# copies alone).
+CHAIN_FUSED = [("fused default", None), ("fused without MMAs (flag 1)", [0, 0, 0, 0, 1]),
+               ("fused without MMAs or epilogue (flag 5)", [0, 0, 0, 0, 5]), ("fused copies alone (flag 7)", [0, 0, 0, 0, 7])]
 
 
 def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) -> dict:
@@ -256,8 +280,9 @@ def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) ->
     share = -(-(nbytes // 16) // sms) * 16 if p["weight"] else 0
     chunks = -(-share // CHAIN_CHUNK)
     early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0}[p["early"]]
-    return {"grid": sms, "chunks": chunks, "early": early, "out_units": -(-(m * n * 2) // (16 * sms)),
-            "act_split": CHAIN_ACT_SPLIT}
+    out_units = -(-(m * n * 2) // (16 * sms)) if p.get("outputs", 1) else 0
+    return {"grid": sms, "chunks": chunks, "early": early, "out_units": out_units,
+            "act_split": p.get("act_split", CHAIN_ACT_SPLIT)}
 
 
 def expected_act_fold(act_words, m: int, k: int, grid: int, split: int):
@@ -641,19 +666,21 @@ def run_chain(args) -> dict:
                              "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
                              "copies": copies})
                 progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us (floor/us {floor_us / us:.3f})")
-            ref = CHAIN_BULK_REFERENCE
-            out.zero_()
-            kernels.launch(ref, pool.data_ptr(), nbytes, out.data_ptr(), sms)
-            wait_or_die(f"{ref.name} on N={n} K={k}")
-            fold_ok = bool((out.cpu().numpy().view("<u4") == expected_fold(ref, words, nbytes, sms)).all())
-            us = time_in_graph([lambda i=i: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), sms)
-                                for i in range(copies)], args.replays)
-            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": ref.name + " (reference)",
-                         "kind": ref.kind, "params": dict(ref.params), "pdl": 1, "us": us, "floor_us": floor_us,
-                         "floor_over_us": floor_us / us, "fold_ok": fold_ok, "copies": copies})
+            for ref in CHAIN_BULK_REFERENCES:
+                out.zero_()
+                kernels.launch(ref, pool.data_ptr(), nbytes, out.data_ptr(), sms)
+                wait_or_die(f"{ref.name} on N={n} K={k}")
+                fold_ok = bool((out.cpu().numpy().view("<u4") == expected_fold(ref, words, nbytes, sms)).all())
+                us = time_in_graph([lambda i=i, ref=ref: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes,
+                                                                        out.data_ptr(), sms)
+                                    for i in range(copies)], args.replays)
+                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False),
+                             "variant": ref.name + " (reference)", "kind": ref.kind, "params": dict(ref.params),
+                             "pdl": 1, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
+                             "fold_ok": fold_ok, "copies": copies})
         del words
-        for m, name, _, us in time_fused(n, k, [(m, "fused default", None) for m in CHAIN_MS], copies, args.replays,
-                                         device):
+        points = [(m, name, config) for name, config in CHAIN_FUSED for m in CHAIN_MS]
+        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device):
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
                          "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
