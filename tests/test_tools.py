@@ -277,3 +277,53 @@ def test_sm90_plan_table_builds_and_prints_each_point(tmp_path):
     assert all("no 4-warpgroup wgmma plan fits" in line for line in lines[2:]), lines
     bad = subprocess.run([str(exe), "5120x", "1"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def test_stream_ceiling_chain_variants_and_geometry():
+    """tools/stream_ceiling.py --chain (session 29): every variant has its own name; on the Qwen
+    shapes (132 SMs) a CTA's whole weight share fits the kernel's ring in 32 KB copies (5, 5 and 2
+    of them), "half" requests the larger half at entry, and the output's 16-byte units over the
+    grid cover M x N bf16 (worked out here by hand)."""
+    sc = load_tool("stream_ceiling")
+    variants = sc.chain_variants()
+    assert len({v.name for v in variants}) == len(variants) == 16
+    by_name = {v.name: v for v in variants}
+    half = by_name["half at entry, rest once the loads are issued"]
+    alone = by_name["activations alone (no weight)"]
+    no_output = by_name["weight all at entry, no activations, 32 threads, no output"]
+    for (n, k), chunks in (((5120, 4096), 5), ((4608, 4096), 5), ((4096, 2048), 2)):
+        nbytes = sc.weight_bytes(n, k)
+        share = -(-(nbytes // 16) // 132) * 16
+        assert share <= chunks * 32 * 1024 <= 200 * 1024 and share > (chunks - 1) * 32 * 1024
+        g = sc.chain_geometry(half, n, k, 16, nbytes, 132)
+        assert (g["chunks"], g["early"], g["grid"]) == (chunks, (chunks + 1) // 2, 132)
+        assert g["out_units"] * 16 * 132 >= 16 * n * 2 > (g["out_units"] - 1) * 16 * 132
+        assert sc.chain_geometry(alone, n, k, 16, nbytes, 132)["chunks"] == 0
+        assert sc.chain_geometry(no_output, n, k, 16, nbytes, 132)["out_units"] == 0
+        for v in variants:  # the kernel's condition: a CTA's slice of a row is a power of two of 16-byte units
+            slice_units = 2 * k // 16 // sc.chain_geometry(v, n, k, 1, nbytes, 132)["act_split"]
+            assert slice_units & (slice_units - 1) == 0
+
+
+def test_stream_ceiling_chain_activation_fold_matches_the_kernels_walk():
+    """The chain kernel's activation checksum as the host expects it equals one taken by walking
+    the kernel's own indexing: thread t of 256 loads slice units t, t + 256, ... (unit u is row
+    u >> shift, unit u & (slice - 1) of the row's K slice b % split), XORing every 32-bit word."""
+    np = pytest.importorskip("numpy")
+    sc = load_tool("stream_ceiling")
+    rng = np.random.default_rng(11)
+    for m, k, split, grid in ((1, 256, 2, 3), (5, 1024, 4, 6), (3, 512, 8, 9)):
+        act = rng.integers(0, 2 ** 16, size=(m, k), dtype=np.uint16)
+        words = act.reshape(-1).view("<u4")
+        row_units = 2 * k // 16
+        slice_units = row_units // split
+        shift = slice_units.bit_length() - 1
+        units = act.reshape(-1).view("<u4").reshape(-1, 4)  # 16-byte units, row-major
+        walked = np.zeros(grid, dtype=np.uint32)
+        for b in range(grid):
+            first = (b % split) * slice_units
+            for t in range(256):
+                for u in range(t, m * slice_units, 256):
+                    unit = units[(u >> shift) * row_units + first + (u & (slice_units - 1))]
+                    walked[b] ^= unit[0] ^ unit[1] ^ unit[2] ^ unit[3]
+        assert (sc.expected_act_fold(words, m, k, grid, split) == walked).all(), (m, k, split)
