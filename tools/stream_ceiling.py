@@ -269,8 +269,10 @@ CHAIN_BULK_REFERENCES = [Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_
 # The fused op beside the chain variants: its own plan, and its diagnostic flags (garbage outputs)
 # 1 (no MMAs: the copies, the prologue and the epilogue), 5 (no MMAs, no epilogue) and 7 (its
 # copies alone).
-CHAIN_FUSED = [("fused default", None), ("fused without MMAs (flag 1)", [0, 0, 0, 0, 1]),
-               ("fused without MMAs or epilogue (flag 5)", [0, 0, 0, 0, 5]), ("fused copies alone (flag 7)", [0, 0, 0, 0, 7])]
+CHAIN_FUSED = [("fused default", None),
+               ("fused without MMAs (flag 1)", [0, 0, 0, 0, 1]),
+               ("fused without MMAs or epilogue (flag 5)", [0, 0, 0, 0, 5]),
+               ("fused copies alone (flag 7)", [0, 0, 0, 0, 7])]
 
 
 def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) -> dict:
@@ -420,8 +422,8 @@ class Kernels:
         stream = torch.cuda.current_stream().cuda_stream
         code = self.lib.stream_ceiling_chain(buf_ptr if p["weight"] else None, nbytes if p["weight"] else 0, out_ptr,
                                              act_ptr if p["activations"] else None, m, k, g["act_split"], outputs_ptr,
-                                             g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK, g["early"],
-                                             p["late_order"], p["min_smem"], v.pdl, stream)
+                                             g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK,
+                                             g["early"], p["late_order"], p["min_smem"], v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
     def blocks_per_sm(self, v: Variant) -> int:
@@ -512,38 +514,54 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(MIN_COPIES, math.ceil(L2_MULTIPLE * l2_bytes / nbytes))
 
 
-def run(args) -> dict:
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, measure_copy_bandwidth, time_in_graph
+class Setup:
+    """What every measurement here starts from: the device's SMs and L2, the kernels built and
+    loaded, the copy rate of this run (the floors' denominator), and one pool of rotated weight
+    copies for every Qwen shape (`plan`: (N, K, bytes, stride, copies); each copy 256-byte
+    aligned) drawn from `generator`. Random bytes, never an all-zero buffer: zeros time
+    unrealistically (as bench notes) and would make the checksum checks prove nothing."""
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(0)
-    sms = props.multi_processor_count
-    l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
+    def __init__(self):
+        from sglang_fp8ext.bench import QWEN_TP4_SHAPES, measure_copy_bandwidth
+
+        self.device = torch.device("cuda")
+        props = torch.cuda.get_device_properties(0)
+        self.sms = props.multi_processor_count
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
+        self.tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
+        self.kernels = Kernels(build_library(self.tmp))
+        progress(f"measuring device-to-device copy bandwidth on {torch.cuda.get_device_name()} ...")
+        self.copy_tbps = measure_copy_bandwidth(self.device)
+        progress(f"copy bandwidth: {self.copy_tbps:.2f} TB/s, {self.sms} SMs, L2 {self.l2_bytes / 1e6:.1f} MB")
+        self.plan = []
+        for n, k in QWEN_TP4_SHAPES:
+            nbytes = weight_bytes(n, k)
+            stride = (nbytes + 255) // 256 * 256
+            self.plan.append((n, k, nbytes, stride, copies_for(nbytes, self.l2_bytes)))
+        self.generator = torch.Generator(device=self.device).manual_seed(0)
+        pool_bytes = max(stride * copies for _, _, _, stride, copies in self.plan)
+        self.pool = torch.randint(0, 256, (pool_bytes,), dtype=torch.uint8, device=self.device,
+                                  generator=self.generator)
+
+    def close(self) -> None:
+        del self.pool
+        torch.cuda.empty_cache()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run(args) -> dict:
+    from sglang_fp8ext.bench import git_commit, time_in_graph
+
     variants = (plan_copy_variants() if args.plan_copies else smem_read_variants() if args.smem_reads
                 else late_box_variants() if args.late_boxes else split_free_variants() if args.split_free else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
 
-    tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
-    kernels = Kernels(build_library(tmp))
+    setup = Setup()
+    device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
+    plan, pool = setup.plan, setup.pool
     fits = {v.name: kernels.blocks_per_sm(v) for v in variants}
     for v in variants:
         if fits[v.name] < v.params["ctas_per_sm"]:
             progress(f"note: {v.name}: only {fits[v.name]} CTA(s) fit per SM; the grid runs in waves")
-
-    progress(f"measuring device-to-device copy bandwidth on {torch.cuda.get_device_name()} ...")
-    copy_tbps = measure_copy_bandwidth(device)
-    progress(f"copy bandwidth: {copy_tbps:.2f} TB/s, {sms} SMs, L2 {l2_bytes / 1e6:.1f} MB")
-
-    # One pool holds the rotated copies for every shape (each copy starts 256-byte aligned), so
-    # memory is allocated and randomized once. Random bytes, never an all-zero buffer: zeros time
-    # unrealistically (as bench notes) and would make the checksum check below prove nothing.
-    plan = []
-    for n, k in QWEN_TP4_SHAPES:
-        nbytes = weight_bytes(n, k)
-        stride = (nbytes + 255) // 256 * 256
-        plan.append((n, k, nbytes, stride, copies_for(nbytes, l2_bytes)))
-    pool_bytes = max(stride * copies for _, _, _, stride, copies in plan)
-    generator = torch.Generator(device=device).manual_seed(0)
-    pool = torch.randint(0, 256, (pool_bytes,), dtype=torch.uint8, device=device, generator=generator)
     max_grid = sms * max(v.params["ctas_per_sm"] for v in variants)
     out = torch.zeros(max_grid, dtype=torch.int32, device=device)  # one uint32 fold per CTA
     base_ptr, out_ptr = pool.data_ptr(), out.data_ptr()
@@ -586,14 +604,13 @@ def run(args) -> dict:
             rows.extend(fused_rows(n, k, floor_us, copies, args.replays, device))
     progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
     del pool, out
-    torch.cuda.empty_cache()
-    shutil.rmtree(tmp, ignore_errors=True)
+    setup.close()
     return {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "git": git_commit(),
         "copy_TBps": copy_tbps,
-        "l2_bytes": l2_bytes,
+        "l2_bytes": setup.l2_bytes,
         "sms": sms,
         "replays": args.replays,
         "rows": rows,
@@ -605,27 +622,13 @@ def run_chain(args) -> dict:
     eagerly (its weight and activation checksums against the host's), then timed as bench times
     the fused op; the fused op's own plan at the same points; floors as bench's (op_bytes)."""
     import numpy as np
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, measure_copy_bandwidth, op_bytes, time_in_graph
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes, time_in_graph
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(0)
-    sms = props.multi_processor_count
-    l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2)
     variants = chain_variants()
-    tmp = tempfile.mkdtemp(prefix="stream_ceiling_")
-    kernels = Kernels(build_library(tmp))
-    progress(f"measuring device-to-device copy bandwidth on {torch.cuda.get_device_name()} ...")
-    copy_tbps = measure_copy_bandwidth(device)
-    progress(f"copy bandwidth: {copy_tbps:.2f} TB/s, {sms} SMs, L2 {l2_bytes / 1e6:.1f} MB")
-
-    plan = []
-    for n, k in QWEN_TP4_SHAPES:
-        nbytes = weight_bytes(n, k)
-        stride = (nbytes + 255) // 256 * 256
-        plan.append((n, k, nbytes, stride, copies_for(nbytes, l2_bytes)))
-    generator = torch.Generator(device=device).manual_seed(0)
-    pool = torch.randint(0, 256, (max(st * c for _, _, _, st, c in plan),), dtype=torch.uint8, device=device,
-                         generator=generator)
+    setup = Setup()
+    device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
+    plan, pool = setup.plan, setup.pool
+    generator = setup.generator
     max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MS)
     # random bf16 bits, never zeros (a NaN pattern is only a bit pattern to these kernels)
     act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
@@ -652,7 +655,8 @@ def run_chain(args) -> dict:
                 act_fold.zero_()
                 launch(0)
                 wait_or_die(f"{v.name} on N={n} K={k} M={m}")
-                want_w = (expected_fold(Variant("bulk", {"chunk": CHAIN_CHUNK}), words, nbytes, sms) if v.params["weight"]
+                bulk = Variant("bulk", {"chunk": CHAIN_CHUNK})  # the same slices and chunks
+                want_w = (expected_fold(bulk, words, nbytes, sms) if v.params["weight"]
                           else np.zeros(sms, dtype=np.uint32))
                 want_a = (expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"]
                           else np.zeros(sms, dtype=np.uint32))
@@ -686,19 +690,17 @@ def run_chain(args) -> dict:
                          "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
                          "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
     progress(f"measured {total} chain points in {time.monotonic() - started:.1f} s")
-    del pool, out, act_fold, outputs, act
-    torch.cuda.empty_cache()
-    shutil.rmtree(tmp, ignore_errors=True)
+    setup.close()  # (the buffers above go with this frame)
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
-            "copy_TBps": copy_tbps, "l2_bytes": l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
+            "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
 
 
 def print_chain_tables(result: dict) -> None:
     """One table per shape: variants x M, floor/us (and, at the foot, the geometric mean of each
     variant over the 15 points, the bench target's measure)."""
     rows = result["rows"]
-    print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}  copy {result['copy_TBps']:.2f} TB/s"
-          f"  (median of {result['replays']} graph replays, cold rotated copies; floor/us, us in brackets)")
+    print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}"
+          f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays, cold rotated copies; floor/us, us in brackets)")
     names = list(dict.fromkeys(r["variant"] for r in rows))
     shapes = list(dict.fromkeys((r["N"], r["K"]) for r in rows))
     ms = sorted({r["M"] for r in rows})
