@@ -224,6 +224,7 @@ def late_box_variants() -> List[Variant]:
 # "half" or "none" of the share's copies at entry; late_order: stream_chain_kernel's LateOrder.
 CHAIN_NAMES = {
     (1, "all", 0, 0): "weight all at entry, no activations",
+    (0, "none", 0, 0): "neither (the launch, the wait, the output)",
     (0, "none", 0, 1): "activations alone (no weight)",
     (1, "all", 0, 1): "weight all at entry",
     (1, "half", 0, 1): "half at entry, rest before the activation loads",
@@ -239,15 +240,16 @@ CHAIN_MS = (1, 4, 8, 16, 32)
 
 def chain_variants() -> List[Variant]:
     """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
-    SM; the activations alone and the whole order with small CTAs that let launches overlap; the
-    weight alone in CTAs of 32 threads."""
+    SM; neither, the activations alone and the whole order also with small CTAs that let launches
+    overlap; the weight alone in CTAs of 32 threads."""
     def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256, outputs=1,
               act_split=CHAIN_ACT_SPLIT):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
                                  "activations": activations, "min_smem": min_smem, "threads": threads,
                                  "outputs": outputs, "act_split": act_split, "ctas_per_sm": 1})
     return ([chain(*key) for key in CHAIN_NAMES]
-            + [chain(0, "none", 0, 1, min_smem=0),       # launches may overlap on an SM
+            + [chain(0, "none", 0, 0, min_smem=0),       # launches may overlap on an SM
+               chain(0, "none", 0, 1, min_smem=0),
                chain(1, "all", 0, 1, min_smem=0),        # ... where the share leaves room (4096x2048)
                chain(1, "all", 0, 0, threads=32),        # the weight stream in the bulk variant's CTA size
                # what separates that from the bulk reference: its shared memory, its output
