@@ -564,6 +564,8 @@ struct ChainShare {
   int chunk;           // bytes a weight copy
   int early;           // copies requested at entry (the rest at late_order)
   int late_order;
+  int hold_cycles;     // SM cycles thread 0 spins once the share and the activations are in, before
+                       // the output: a stand-in for the arithmetic that must follow the last landing
 };
 
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
@@ -648,6 +650,11 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
       acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
     }
     weight_fold = acc;
+    if (cs.hold_cycles > 0) {
+      const long long start = clock64();
+      while (clock64() - start < cs.hold_cycles) {
+      }
+    }
   }
   __syncthreads();
   uint32_t act_fold = 0;
@@ -820,15 +827,16 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // chain variant (session 29): `sms` CTAs of `threads` (256 or 32) threads (stream_chain_kernel). The weight share
 // (bytes may be 0: no weight) in copies of `chunk` bytes, `early` at entry, the rest at `late_order`;
 // `m` rows of bf16 activations of K (act may be null: none read), a K slice of `act_split` a CTA;
-// `out_units` 16-byte units of output a CTA. Dynamic shared memory: the whole share's ring, at
+// `out_units` 16-byte units of output a CTA; thread 0 spins `hold_cycles` SM cycles once the share
+// and the activations are in, before the output. Dynamic shared memory: the whole share's ring, at
 // least `min_smem` bytes (a kernel that holds an SM as the fused one does). `out` and `act_fold`
 // hold one uint32 a CTA.
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
-                         int late_order, int min_smem, int pdl, void* stream) {
+                         int late_order, int min_smem, int hold_cycles, int pdl, void* stream) {
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
       chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kLateAfterArrival ||
-      min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || (out_units > 0 && outputs == nullptr) ||
+      min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || hold_cycles < 0 || (out_units > 0 && outputs == nullptr) ||
       (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
@@ -857,6 +865,7 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   cs.chunk = chunk;
   cs.early = early;
   cs.late_order = late_order;
+  cs.hold_cycles = hold_cycles;
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = make_config(sms, threads, smem, pdl, stream, &attr);
   auto launch = [&](auto kernel) -> int {

@@ -118,6 +118,8 @@ class Variant:
                 text += ", no output"
             if p.get("act_split", CHAIN_ACT_SPLIT) != CHAIN_ACT_SPLIT:
                 text += f", K/{p['act_split']} a CTA"
+            if p.get("hold_cycles", 0):
+                text += f", then {p['hold_cycles']} cycles of work"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -241,12 +243,14 @@ CHAIN_MS = (1, 4, 8, 16, 32)
 def chain_variants() -> List[Variant]:
     """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
     SM; neither, the activations alone and the whole order also with small CTAs that let launches
-    overlap; the weight alone in CTAs of 32 threads."""
+    overlap; the weight alone in CTAs of 32 threads; two orders with 2000 or 4000 SM cycles of
+    work after the last landing."""
     def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256, outputs=1,
-              act_split=CHAIN_ACT_SPLIT):
+              act_split=CHAIN_ACT_SPLIT, hold_cycles=0):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
                                  "activations": activations, "min_smem": min_smem, "threads": threads,
-                                 "outputs": outputs, "act_split": act_split, "ctas_per_sm": 1})
+                                 "outputs": outputs, "act_split": act_split, "hold_cycles": hold_cycles,
+                                 "ctas_per_sm": 1})
     return ([chain(*key) for key in CHAIN_NAMES]
             + [chain(0, "none", 0, 0, min_smem=0),       # launches may overlap on an SM
                chain(0, "none", 0, 1, min_smem=0),
@@ -259,7 +263,10 @@ def chain_variants() -> List[Variant]:
                # fewer activation bytes a CTA: a K split of 4 or 8 (the exchange it needs not modelled)
                chain(1, "all", 0, 1, act_split=4),
                chain(1, "all", 0, 1, act_split=8),
-               chain(1, "half", 1, 1, act_split=4)])
+               chain(1, "half", 1, 1, act_split=4)]
+            # work after the last landing (as the MMAs' tail and the exchange): does the order hide it?
+            + [chain(1, early, late, 1, hold_cycles=cycles) for early, late in (("all", 0), ("half", 1))
+               for cycles in (2000, 4000)])
 
 
 # The bulk variant (a 128 KB ring; 160 KB: the chain variants' shared memory), timed beside the
@@ -386,7 +393,7 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
-        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -425,7 +432,8 @@ class Kernels:
         code = self.lib.stream_ceiling_chain(buf_ptr if p["weight"] else None, nbytes if p["weight"] else 0, out_ptr,
                                              act_ptr if p["activations"] else None, m, k, g["act_split"], outputs_ptr,
                                              g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK,
-                                             g["early"], p["late_order"], p["min_smem"], v.pdl, stream)
+                                             g["early"], p["late_order"], p["min_smem"], p.get("hold_cycles", 0),
+                                             v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
     def blocks_per_sm(self, v: Variant) -> int:
