@@ -34,8 +34,10 @@ K blocks, with and without the MMAs (late_box_variants): does less MMA work foll
 arithmetic: after griddepcontrol.wait every CTA reads its activations (M rows of half of K, bf16,
 from L2) and writes its share of the M x N output once those and its whole weight share are in
 (chain_variants: the weight requested all at entry, half at entry and the rest before, during or
-after the activation loads, none at entry; the activations alone), at M = 1, 4, 8, 16, 32 beside
-the fused op, against bench's floor (weight, scales, activations and output bytes).
+after the activation loads, none at entry; K/2, K/4 or K/8 of the activations a CTA; the
+activations alone, or neither; SM cycles of work after the last landing), at M = 1, 4, 8, 16, 32
+beside the fused op and its diagnostic flags 1, 5 and 7, against bench's floor (weight, scales,
+activations and output bytes).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
