@@ -286,7 +286,7 @@ def test_stream_ceiling_chain_variants_and_geometry():
     grid cover M x N bf16 (worked out here by hand)."""
     sc = load_tool("stream_ceiling")
     variants = sc.chain_variants()
-    assert len({v.name for v in variants}) == len(variants) == 22
+    assert len({v.name for v in variants}) == len(variants) == 24
     by_name = {v.name: v for v in variants}
     half = by_name["half at entry, rest once the loads are issued"]
     alone = by_name["activations alone (no weight)"]

@@ -246,7 +246,7 @@ def chain_variants() -> List[Variant]:
     """Session 29: the weight share and the activations in every order (CHAIN_NAMES), one CTA an
     SM; neither, the activations alone and the whole order also with small CTAs that let launches
     overlap; the weight alone in CTAs of 32 threads; two orders with 2000 or 4000 SM cycles of
-    work after the last landing."""
+    work after the last landing, and all at entry with that work in small CTAs."""
     def chain(weight, early, late_order, activations, min_smem=CHAIN_MIN_SMEM, threads=256, outputs=1,
               act_split=CHAIN_ACT_SPLIT, hold_cycles=0):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
@@ -268,7 +268,9 @@ def chain_variants() -> List[Variant]:
                chain(1, "half", 1, 1, act_split=4)]
             # work after the last landing (as the MMAs' tail and the exchange): does the order hide it?
             + [chain(1, early, late, 1, hold_cycles=cycles) for early, late in (("all", 0), ("half", 1))
-               for cycles in (2000, 4000)])
+               for cycles in (2000, 4000)]
+            # ... and where another CTA may stream on the SM meanwhile (4096x2048's 64 KB shares)
+            + [chain(1, "all", 0, 1, min_smem=0, hold_cycles=cycles) for cycles in (2000, 4000)])
 
 
 # The bulk variant (a 128 KB ring; 160 KB: the chain variants' shared memory), timed beside the
