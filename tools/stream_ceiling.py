@@ -563,8 +563,24 @@ class Setup:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def check_then_time(launch, checksums_ok, what: str, copies: int, replays: int):
+    """Launch on copy 0 eagerly (it surfaces launch errors, faults and hangs before a graph is
+    captured), compare what the kernel read with the host's (`checksums_ok()`), then time a graph of
+    one launch per rotated copy as bench does: (median us per launch, checksums ok). The caller
+    clears the checksum buffers before."""
+    from sglang_fp8ext.bench import time_in_graph
+
+    launch(0)
+    wait_or_die(what)
+    ok = bool(checksums_ok())
+    if not ok:
+        progress(f"  WARNING: {what}: a checksum differs from the host's: the kernel did not read exactly "
+                 f"what it should")
+    return time_in_graph([lambda i=i: launch(i) for i in range(copies)], replays), ok
+
+
 def run(args) -> dict:
-    from sglang_fp8ext.bench import git_commit, time_in_graph
+    from sglang_fp8ext.bench import git_commit
 
     variants = (plan_copy_variants() if args.plan_copies else smem_read_variants() if args.smem_reads
                 else late_box_variants() if args.late_boxes else split_free_variants() if args.split_free else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
@@ -590,20 +606,12 @@ def run(args) -> dict:
             done += 1
             tensor = v.kind == "tensor"
             grid = tensor_geometry(v, n, k, sms)["grid"] if tensor else sms * v.params["ctas_per_sm"]
-            # Eager check on copy 0: surfaces launch errors, faults and hangs before a graph is
-            # captured, and proves the kernel read what it should (its fold matches the host's).
-            out.zero_()
-            kernels.launch(v, base_ptr, nbytes, out_ptr, sms, (n, k))
-            wait_or_die(f"{v.name} on N={n} K={k}")
-            got = out[:grid].cpu().numpy().view("<u4")
             expected = expected_tensor_fold(v, words, n, k, sms) if tensor else expected_fold(v, words, nbytes, grid)
-            fold_ok = bool((got == expected).all())
-            if not fold_ok:
-                progress(f"  WARNING: {v.name}: checksum differs from the host's: the kernel did not read "
-                         f"exactly the buffer")
-            calls = [lambda i=i, v=v: kernels.launch(v, base_ptr + i * stride, nbytes, out_ptr, sms, (n, k))
-                     for i in range(copies)]
-            us = time_in_graph(calls, args.replays)
+            out.zero_()
+            us, fold_ok = check_then_time(
+                lambda i, v=v: kernels.launch(v, base_ptr + i * stride, nbytes, out_ptr, sms, (n, k)),
+                lambda: (out[:grid].cpu().numpy().view("<u4") == expected).all(),
+                f"{v.name} on N={n} K={k}", copies, args.replays)
             rows.append({
                 "N": n, "K": k, "bytes": nbytes, "variant": v.name, "kind": v.kind,
                 "params": {**v.params, **(tensor_geometry(v, n, k, sms) if tensor else {}),
@@ -617,8 +625,7 @@ def run(args) -> dict:
         if args.plan_copies or args.smem_reads or args.late_boxes or args.split_free:
             rows.extend(fused_rows(n, k, floor_us, copies, args.replays, device))
     progress(f"measured {total} variants x shapes in {time.monotonic() - started:.1f} s")
-    del pool, out
-    setup.close()
+    setup.close()  # (the buffers above go with this frame)
     return {
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -636,7 +643,7 @@ def run_chain(args) -> dict:
     eagerly (its weight and activation checksums against the host's), then timed as bench times
     the fused op; the fused op's own plan at the same points; floors as bench's (op_bytes)."""
     import numpy as np
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes, time_in_graph
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes
 
     variants = chain_variants()
     setup = Setup()
@@ -651,6 +658,8 @@ def run_chain(args) -> dict:
     act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
     outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
     act_words = act.cpu().numpy().view("<u4")
+    no_fold = np.zeros(sms, dtype=np.uint32)
+    chain_chunks = Variant("bulk", {"chunk": CHAIN_CHUNK})  # the chain's weight slices and copies: the bulk variant's
 
     rows = []
     total, done = len(plan) * len(CHAIN_MS) * len(variants), 0
@@ -662,36 +671,29 @@ def run_chain(args) -> dict:
             for v in variants:
                 done += 1
                 g = chain_geometry(v, n, k, m, nbytes, sms)
-                def launch(i, v=v, g=g):
-                    kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), act.data_ptr(), m, k,
-                                         outputs.data_ptr(), act_fold.data_ptr(), g)
+                want_w = expected_fold(chain_chunks, words, nbytes, sms) if v.params["weight"] else no_fold
+                want_a = expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"] else no_fold
                 out.zero_()
                 act_fold.zero_()
-                launch(0)
-                wait_or_die(f"{v.name} on N={n} K={k} M={m}")
-                bulk = Variant("bulk", {"chunk": CHAIN_CHUNK})  # the same slices and chunks
-                want_w = (expected_fold(bulk, words, nbytes, sms) if v.params["weight"]
-                          else np.zeros(sms, dtype=np.uint32))
-                want_a = (expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"]
-                          else np.zeros(sms, dtype=np.uint32))
-                fold_ok = bool((out.cpu().numpy().view("<u4") == want_w).all()
-                               and (act_fold.cpu().numpy().view("<u4") == want_a).all())
-                if not fold_ok:
-                    progress(f"  WARNING: {v.name}: a checksum differs from the host's")
-                us = time_in_graph([lambda i=i: launch(i) for i in range(copies)], args.replays)
+                us, fold_ok = check_then_time(
+                    lambda i, v=v, g=g: kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(),
+                                                             act.data_ptr(), m, k, outputs.data_ptr(),
+                                                             act_fold.data_ptr(), g),
+                    lambda: ((out.cpu().numpy().view("<u4") == want_w).all()
+                             and (act_fold.cpu().numpy().view("<u4") == want_a).all()),
+                    f"{v.name} on N={n} K={k} M={m}", copies, args.replays)
                 rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": v.name,
                              "kind": v.kind, "params": {**v.params, **g}, "pdl": v.pdl, "us": us,
                              "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
                              "copies": copies})
                 progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us (floor/us {floor_us / us:.3f})")
             for ref in CHAIN_BULK_REFERENCES:
+                want = expected_fold(ref, words, nbytes, sms)
                 out.zero_()
-                kernels.launch(ref, pool.data_ptr(), nbytes, out.data_ptr(), sms)
-                wait_or_die(f"{ref.name} on N={n} K={k}")
-                fold_ok = bool((out.cpu().numpy().view("<u4") == expected_fold(ref, words, nbytes, sms)).all())
-                us = time_in_graph([lambda i=i, ref=ref: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes,
-                                                                        out.data_ptr(), sms)
-                                    for i in range(copies)], args.replays)
+                us, fold_ok = check_then_time(
+                    lambda i, ref=ref: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), sms),
+                    lambda: (out.cpu().numpy().view("<u4") == want).all(),
+                    f"{ref.name} on N={n} K={k}", copies, args.replays)
                 rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False),
                              "variant": ref.name + " (reference)", "kind": ref.kind, "params": dict(ref.params),
                              "pdl": 1, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
@@ -714,7 +716,8 @@ def print_chain_tables(result: dict) -> None:
     variant over the 15 points, the bench target's measure)."""
     rows = result["rows"]
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}"
-          f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays, cold rotated copies; floor/us, us in brackets)")
+          f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays, cold rotated copies;"
+          " floor/us, us in brackets)")
     names = list(dict.fromkeys(r["variant"] for r in rows))
     shapes = list(dict.fromkeys((r["N"], r["K"]) for r in rows))
     ms = sorted({r["M"] for r in rows})
