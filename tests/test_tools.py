@@ -305,6 +305,44 @@ def test_stream_ceiling_chain_variants_and_geometry():
             assert slice_units & (slice_units - 1) == 0
 
 
+def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
+    """tools/stream_ceiling.py --chain-mma (session 30): 14 variants with distinct names, wgmma only
+    in 256-thread CTAs and in the counts the kernel has instances for; and the stamp summary on
+    stamps built by hand: a 2 GHz SM clock, the phases' lengths, the releases' spread and period,
+    the first launches left out, and the loads of streaming and idle CTAs told apart."""
+    np = pytest.importorskip("numpy")
+    sc = load_tool("stream_ceiling")
+    variants = sc.chain_mma_variants()
+    assert len({v.name for v in variants}) == len(variants) == 14
+    for v in variants:
+        p = v.params
+        assert p["threads"] == 256 and p.get("mma_entry", 0) in (0, 2) and p.get("mma_tail", 0) in (0, 1)
+    assert sum(1 for v in variants if v.params.get("stream_mod", 1) == 2) == 1
+    launches, grid = 7, 4
+    st = np.zeros((launches, grid, sc.CHAIN_STAMPS), dtype=np.int64)
+    for i in range(launches):
+        for b in range(grid):
+            entry = 10_000 * i + 100 * b
+            release = 10_000 * i + 3_000 + 50 * b           # spread over the grid: 150 ns
+            loads = 400 if b % 2 == 0 else 1_000            # even CTAs' loads 0.4 us, odd 1.0 us
+            landed = release + 2_500
+            exit_ = landed + 700
+            st[i, b] = [5_000_000, entry, release, release + loads, landed, exit_,
+                        5_000_000 + 2 * (exit_ - entry), b]  # 2 cycles a ns: 2000 MHz
+    st[:sc.CHAIN_STAMP_SKIP, :, 3] += 99_000  # the skipped launches must not count
+    summary = sc.summarize_chain_stamps(st, stream_mod=2)
+    assert summary["sm_clock_mhz"] == pytest.approx(2000.0)
+    assert summary["release_to_landed_us"] == pytest.approx(2.5)
+    assert summary["landed_to_exit_us"] == pytest.approx(0.7)
+    assert summary["release_to_exit_us"] == pytest.approx(3.2)
+    assert summary["release_spread_us"] == pytest.approx(0.15)
+    assert summary["release_to_next_release_us"] == pytest.approx(10.0)
+    assert summary["activation_latency_us"] == pytest.approx(0.7)  # the median of 0.4 and 1.0
+    assert summary["activation_latency_streaming_us"] == pytest.approx(0.4)
+    assert summary["activation_latency_not_streaming_us"] == pytest.approx(1.0)
+    assert "activation_latency_streaming_us" not in sc.summarize_chain_stamps(st)
+
+
 def test_stream_ceiling_chain_activation_fold_matches_the_kernels_walk():
     """The chain kernel's activation checksum as the host expects it equals one taken by walking
     the kernel's own indexing: thread t of 256 loads slice units t, t + 256, ... (unit u is row

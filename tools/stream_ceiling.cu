@@ -566,23 +566,85 @@ struct ChainShare {
   int late_order;
   int hold_cycles;     // SM cycles thread 0 spins once the share and the activations are in, before
                        // the output: a stand-in for the arithmetic that must follow the last landing
+  int stream_mod;      // (session 30) CTA b streams its share only where b % stream_mod == 0 (1: all)
+  unsigned long long* stamps;  // (session 30) null, or kChainStamps words a CTA (ChainStamp)
 };
+
+// (Session 30, --chain-mma) what thread 0 of each CTA records: the SM clock and the global timer at
+// entry and exit, and the global timer once griddepcontrol.wait returns, once its first activation
+// loads have returned, and once the whole share has landed.
+enum ChainStamp : int {
+  kStampClockEntry = 0,
+  kStampEntry = 1,
+  kStampRelease = 2,
+  kStampActivations = 3,
+  kStampLanded = 4,
+  kStampExit = 5,
+  kStampClockExit = 6,
+  kStampSm = 7,
+  kChainStamps = 8,
+};
+
+__device__ __forceinline__ unsigned long long chain_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// The global timer once `after` is computed (the input operand orders the read after it).
+__device__ __forceinline__ unsigned long long chain_timer_ns_after(uint32_t after) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "r"(after));
+  return t;
+}
+
+// (Session 30) ROUNDS rounds of 8 wgmma m64n8k32 (SS) per warpgroup on whatever shared memory
+// `base` (1024-byte aligned) holds, then their wait: the tensor work of a fused kernel without its
+// data dependences. Compile-time counts (a branch around a wgmma makes ptxas serialize them all).
+// Returns a fold of the accumulators (garbage, never zero-tested by the caller's logic).
+template <int ROUNDS>
+__device__ __forceinline__ uint32_t chain_wgmma_burst(uint32_t base) {
+  using namespace sgl_fp8::sm90;
+  float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+  const uint32_t a_lo = smem_descriptor_sw128_lo(base), b_lo = smem_descriptor_sw128_lo(base + 64 * 1024);
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) {
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + uint32_t(((r * 8 + j) % 32) * 512) + 2 * (j & 3)),
+                          smem_descriptor_sw128_from_lo(b_lo + 2 * (j & 3)), true);
+    wgmma_commit();
+  }
+  wgmma_wait<0>();
+  return __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
+}
 
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 
 // THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?)
-template <int THREADS>
+// MMA_ENTRY / MMA_TAIL (session 30, 256 threads only): rounds of 8 wgmma per warpgroup issued at
+// entry (before griddepcontrol.wait) / once everything has landed (before the output), on garbage.
+template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0>
 __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
                                                                uint32_t* __restrict__ out, const ChainShare cs) {
   constexpr int kChainThreads = THREADS;
+  static_assert((MMA_ENTRY == 0 && MMA_TAIL == 0) || THREADS % 128 == 0, "wgmma needs whole warpgroups");
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ __align__(8) uint64_t bars[kMaxStages];
   __shared__ uint32_t warp_fold[kChainThreads / 32];
   __shared__ uint32_t weight_fold;
+  const long long clock_entry = clock64();
+  const unsigned long long entry_ns = chain_timer_ns();
   pdl_launch_dependents();
+  unsigned long long* stamps = cs.stamps != nullptr ? cs.stamps + (size_t)blockIdx.x * kChainStamps : nullptr;
+  const bool stamp = stamps != nullptr && threadIdx.x == 0;
+  // (the bursts' operands: 1024-byte aligned inside the ring, which the host makes >= 72 KB + 1 KB)
+  const uint32_t burst_base = (smem_addr(ring) + 1023u) & ~1023u;
+  uint32_t burst_fold = 0;
 
   long long begin_u, end_u;
   cta_slice(units, begin_u, end_u);
+  if (int(blockIdx.x) % cs.stream_mod != 0) end_u = begin_u;  // (session 30) this CTA reads no weight
   const long long begin = begin_u * 16, end = end_u * 16;
   const int chunks = int((end - begin + cs.chunk - 1) / cs.chunk);  // the host checks it fits the ring
   const int early = min(cs.early, chunks);
@@ -604,7 +666,9 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   };
 
   issue_chunks(0, early);
+  if constexpr (MMA_ENTRY > 0) burst_fold ^= chain_wgmma_burst<MMA_ENTRY>(burst_base);
   pdl_wait();
+  if (stamp) stamps[kStampRelease] = chain_timer_ns();
   if (cs.late_order == kLateBeforeActivations) issue_chunks(early, chunks);
 
   // The activation slice, kChainBatch loads in flight a thread: unit u of the slice is row
@@ -631,6 +695,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   load_batch(threadIdx.x, v);
   if (cs.late_order == kLateAfterIssue) issue_chunks(early, chunks);
   uint32_t fold = fold_batch(v);
+  if (stamp) stamps[kStampActivations] = chain_timer_ns_after(fold);  // its first loads have returned
   for (int first = threadIdx.x + kChainBatch * kChainThreads; first < total; first += kChainBatch * kChainThreads) {
     load_batch(first, v);
     fold ^= fold_batch(v);
@@ -650,6 +715,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
       acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
     }
     weight_fold = acc;
+    if (stamp) stamps[kStampLanded] = chain_timer_ns_after(acc);
     if (cs.hold_cycles > 0) {
       const long long start = clock64();
       while (clock64() - start < cs.hold_cycles) {
@@ -657,6 +723,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     }
   }
   __syncthreads();
+  if constexpr (MMA_TAIL > 0) burst_fold ^= chain_wgmma_burst<MMA_TAIL>(burst_base);
   uint32_t act_fold = 0;
 #pragma unroll
   for (int w = 0; w < kChainThreads / 32; ++w) act_fold ^= warp_fold[w];
@@ -666,6 +733,16 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   if (threadIdx.x == 0) {
     out[blockIdx.x] = weight_fold;
     cs.act_fold[blockIdx.x] = act_fold;
+  }
+  if (stamp) {
+    stamps[kStampExit] = chain_timer_ns();
+    stamps[kStampClockExit] = (unsigned long long)clock64();
+    stamps[kStampClockEntry] = (unsigned long long)clock_entry;
+    stamps[kStampEntry] = entry_ns;
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    // the bursts' fold in the high word (the wgmma are asm volatile: kept whatever becomes of it)
+    stamps[kStampSm] = sm | ((unsigned long long)burst_fold << 32);
   }
 }
 
@@ -830,14 +907,20 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // `out_units` 16-byte units of output a CTA; thread 0 spins `hold_cycles` SM cycles once the share
 // and the activations are in, before the output. Dynamic shared memory: the whole share's ring, at
 // least `min_smem` bytes (a kernel that holds an SM as the fused one does). `out` and `act_fold`
-// hold one uint32 a CTA.
+// hold one uint32 a CTA. Session 30: only CTAs b with b % stream_mod == 0 read weight; `stamps`
+// (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0 or
+// 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after the last landing (256
+// threads).
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
-                         int late_order, int min_smem, int hold_cycles, int pdl, void* stream) {
+                         int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
+                         int mma_tail, int pdl, void* stream) {
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
       chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kLateAfterArrival ||
       min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || hold_cycles < 0 || (out_units > 0 && outputs == nullptr) ||
-      (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)))
+      (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)) || stream_mod < 1 ||
+      (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 || !((mma_entry == 0 || mma_entry == 2) && (mma_tail == 0 || mma_tail == 1)) ||
+      (mma_entry + mma_tail > 0 && threads != 256))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
   if (act != nullptr) {
@@ -851,7 +934,9 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   const long long largest_share = (bytes / 16 + sms - 1) / sms * 16;
   const long long chunks = (largest_share + chunk - 1) / chunk;
   if (chunks > kMaxStages || chunks * chunk > kMaxRingBytes) return int(cudaErrorInvalidValue);
-  const size_t smem = size_t(max(chunks * chunk, (long long)min_smem));
+  // the wgmma bursts read 64 KB + 1 KB past a 1024-byte aligned start inside the ring
+  const long long burst_smem = mma_entry + mma_tail > 0 ? 68 * 1024 : 0;
+  const size_t smem = size_t(max(max(chunks * chunk, (long long)min_smem), burst_smem));
   if (threads != 32 && threads != 256) return int(cudaErrorInvalidValue);
   ChainShare cs;
   cs.act = static_cast<const uint4*>(act);
@@ -866,6 +951,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   cs.early = early;
   cs.late_order = late_order;
   cs.hold_cycles = hold_cycles;
+  cs.stream_mod = stream_mod;
+  cs.stamps = static_cast<unsigned long long*>(stamps);
   cudaLaunchAttribute attr;
   cudaLaunchConfig_t config = make_config(sms, threads, smem, pdl, stream, &attr);
   auto launch = [&](auto kernel) -> int {
@@ -873,7 +960,11 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
     return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(buf), bytes / 16,
                                   static_cast<uint32_t*>(out), cs));
   };
-  return threads == 32 ? launch(stream_chain_kernel<32>) : launch(stream_chain_kernel<256>);
+  if (threads == 32) return launch(stream_chain_kernel<32>);
+  if (mma_entry && mma_tail) return launch(stream_chain_kernel<256, 2, 1>);
+  if (mma_entry) return launch(stream_chain_kernel<256, 2, 0>);
+  if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
+  return launch(stream_chain_kernel<256>);
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record

@@ -14,7 +14,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
     python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
-        --split-free | --chain] [--replays 20]
+        --split-free | --chain | --chain-mma] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -38,6 +38,11 @@ after the activation loads, none at entry; K/2, K/4 or K/8 of the activations a 
 activations alone, or neither; SM cycles of work after the last landing), at M = 1, 4, 8, 16, 32
 beside the fused op and its diagnostic flags 1, 5 and 7, against bench's floor (weight, scales,
 activations and output bytes).
+--chain-mma (session 30) adds the fused kernel's tensor work to the chain without its data: 16
+wgmma a warpgroup at entry (before griddepcontrol.wait) or 8 after the last landing, and records
+thread 0's SM clock and global-timer stamps in every CTA of every launch (chain_mma_variants,
+summarize_chain_stamps): does tensor work cost a launch more than its issue time, and how long do
+the first activation loads take with the share in flight, part of it, or none?
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -122,6 +127,12 @@ class Variant:
                 text += f", K/{p['act_split']} a CTA"
             if p.get("hold_cycles", 0):
                 text += f", then {p['hold_cycles']} cycles of work"
+            if p.get("stream_mod", 1) != 1:
+                text += f", weight in 1 CTA of {p['stream_mod']}"
+            if p.get("mma_entry", 0):
+                text += f", {8 * p['mma_entry']} wgmma a warpgroup at entry"
+            if p.get("mma_tail", 0):
+                text += f", {8 * p['mma_tail']} wgmma a warpgroup after the landing"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -273,6 +284,69 @@ def chain_variants() -> List[Variant]:
             + [chain(1, "all", 0, 1, min_smem=0, hold_cycles=cycles) for cycles in (2000, 4000)])
 
 
+# Session 30 (--chain-mma): the chain with the fused kernel's tensor work and nothing else, and
+# thread 0's stamps (ChainStamp): does a burst of wgmma cost a launch more than its issue time (a
+# lower SM clock, measured by clock64 against the global timer), and how long do the first
+# activation loads take after griddepcontrol.wait with the share in flight, or none of it?
+CHAIN_MMA_MS = (1, 8)
+CHAIN_STAMPS = 8      # words a CTA (stream_ceiling.cu's kChainStamps)
+CHAIN_STAMP_SKIP = 4  # a replay's first launches, left out of the stamp statistics (the graph's start)
+
+
+def chain_mma_variants() -> List[Variant]:
+    """The whole share at entry and the fused kernel's order (half, the rest once the activation
+    loads are issued), each plain, with 16 wgmma a warpgroup at entry (before the wait: off the
+    chain from one release to the next), with 8 after the landing (on it: the fused kernel's MMAs
+    on its last box), with both, and with 400 cycles of spinning after the landing instead; the
+    share requested only once the loads return; only even CTAs streaming (are the loads slow
+    behind this SM's copies or behind everyone's?); the launch alone with and without wgmma."""
+    def chain(weight, early, late_order, activations, **extra):
+        return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
+                                 "activations": activations, "min_smem": CHAIN_MIN_SMEM, "threads": 256,
+                                 "outputs": 1, "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1,
+                                 **extra})
+    variants = []
+    for key in ((1, "all", 0, 1), (1, "half", 1, 1)):
+        variants += [chain(*key), chain(*key, mma_entry=2), chain(*key, mma_tail=1),
+                     chain(*key, mma_entry=2, mma_tail=1), chain(*key, hold_cycles=400)]
+    variants += [chain(1, "none", 2, 1), chain(1, "all", 0, 1, stream_mod=2),
+                 chain(0, "none", 0, 0), chain(0, "none", 0, 0, mma_entry=2, mma_tail=1)]
+    return variants
+
+
+def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_SKIP) -> dict:
+    """Thread 0's stamps of every CTA of every launch of one graph replay (stamps: [launches, grid,
+    CHAIN_STAMPS] int64, stream_ceiling.cu's ChainStamp order), launches from `skip` on: medians over
+    CTAs and launches (and the 90th percentile of the activation loads' latency) of the SM clock
+    (clock64 cycles over global-timer ns, entry to exit) and of the phases, in microseconds; the
+    median spread of one launch's releases; the median distance from one launch's last release to
+    the next's. Where only some CTAs stream (stream_mod > 1), the loads' latency of the CTAs that
+    stream and of those that do not."""
+    import numpy as np
+
+    st = np.asarray(stamps, dtype=np.int64)[skip:]
+    clock = (st[..., 6] - st[..., 0]) / np.maximum(st[..., 5] - st[..., 1], 1) * 1e3  # MHz
+    us = lambda later, earlier: (st[..., later] - st[..., earlier]) / 1e3  # noqa: E731
+    act = us(3, 2)
+    releases = st[..., 2]
+    out = {
+        "sm_clock_mhz": float(np.median(clock)),
+        "entry_to_release_us": float(np.median(us(2, 1))),
+        "activation_latency_us": float(np.median(act)),
+        "activation_latency_p90_us": float(np.percentile(act, 90)),
+        "release_to_landed_us": float(np.median(us(4, 2))),
+        "landed_to_exit_us": float(np.median(us(5, 4))),
+        "release_to_exit_us": float(np.median(us(5, 2))),
+        "release_spread_us": float(np.median((releases.max(axis=1) - releases.min(axis=1)) / 1e3)),
+        "release_to_next_release_us": float(np.median(np.diff(releases.max(axis=1)) / 1e3)) if len(st) > 1 else None,
+    }
+    if stream_mod > 1:
+        streams = (np.arange(st.shape[1]) % stream_mod) == 0
+        out["activation_latency_streaming_us"] = float(np.median(act[:, streams]))
+        out["activation_latency_not_streaming_us"] = float(np.median(act[:, ~streams]))
+    return out
+
+
 # The bulk variant (a 128 KB ring; 160 KB: the chain variants' shared memory), timed beside the
 # chain variants at every M.
 CHAIN_BULK_REFERENCES = [Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1}),
@@ -397,7 +471,7 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
-        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, p]
         lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -430,14 +504,15 @@ class Kernels:
         self.check(code, f"launch of {v.name}")
 
     def launch_chain(self, v: Variant, buf_ptr: int, nbytes: int, out_ptr: int, act_ptr: int, m: int, k: int,
-                     outputs_ptr: int, act_fold_ptr: int, geometry: dict) -> None:
+                     outputs_ptr: int, act_fold_ptr: int, geometry: dict, stamps_ptr: Optional[int] = None) -> None:
         p, g = v.params, geometry
         stream = torch.cuda.current_stream().cuda_stream
         code = self.lib.stream_ceiling_chain(buf_ptr if p["weight"] else None, nbytes if p["weight"] else 0, out_ptr,
                                              act_ptr if p["activations"] else None, m, k, g["act_split"], outputs_ptr,
                                              g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK,
                                              g["early"], p["late_order"], p["min_smem"], p.get("hold_cycles", 0),
-                                             v.pdl, stream)
+                                             p.get("stream_mod", 1), stamps_ptr, p.get("mma_entry", 0),
+                                             p.get("mma_tail", 0), v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
     def blocks_per_sm(self, v: Variant) -> int:
@@ -711,6 +786,100 @@ def run_chain(args) -> dict:
             "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
 
 
+def run_chain_mma(args) -> dict:
+    """--chain-mma (session 30): chain_mma_variants at CHAIN_MMA_MS on the Qwen shapes, each checked
+    once eagerly as --chain's, timed as bench times the fused op, then the stamps of the last replay
+    summarized (summarize_chain_stamps); the fused op's own plan at the same points."""
+    import numpy as np
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes, time_in_graph
+
+    variants = chain_mma_variants()
+    setup = Setup()
+    device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
+    plan, pool, generator = setup.plan, setup.pool, setup.generator
+    max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MMA_MS)
+    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
+    act = act.to(torch.int16)
+    out = torch.zeros(sms, dtype=torch.int32, device=device)
+    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
+    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
+    max_copies = max(copies for *_, copies in plan)
+    stamps = torch.zeros(max_copies * sms * CHAIN_STAMPS, dtype=torch.int64, device=device)
+    stamp_bytes = sms * CHAIN_STAMPS * 8  # one launch's
+    act_words = act.cpu().numpy().view("<u4")
+    no_fold = np.zeros(sms, dtype=np.uint32)
+    chain_chunks = Variant("bulk", {"chunk": CHAIN_CHUNK})
+
+    rows = []
+    total, done = len(plan) * len(CHAIN_MMA_MS) * len(variants), 0
+    for n, k, nbytes, stride, copies in plan:
+        words = pool[:nbytes].cpu().numpy().view("<u4")
+        all_w = expected_fold(chain_chunks, words, nbytes, sms)
+        for m in CHAIN_MMA_MS:
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            for v in variants:
+                done += 1
+                g = chain_geometry(v, n, k, m, nbytes, sms)
+                mod = v.params.get("stream_mod", 1)
+                want_w = np.where(np.arange(sms) % mod == 0, all_w, 0).astype(np.uint32) if v.params["weight"] else no_fold
+                want_a = expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"] else no_fold
+                out.zero_()
+                act_fold.zero_()
+                stamps.zero_()
+
+                def launch(i, v=v, g=g):
+                    kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), act.data_ptr(), m, k,
+                                         outputs.data_ptr(), act_fold.data_ptr(), g, stamps.data_ptr() + i * stamp_bytes)
+                us, fold_ok = check_then_time(
+                    launch, lambda: ((out.cpu().numpy().view("<u4") == want_w).all()
+                                     and (act_fold.cpu().numpy().view("<u4") == want_a).all()),
+                    f"{v.name} on N={n} K={k} M={m}", copies, args.replays)
+                torch.cuda.synchronize()
+                st = stamps[:copies * sms * CHAIN_STAMPS].view(copies, sms, CHAIN_STAMPS).cpu().numpy()
+                summary = summarize_chain_stamps(st, mod)
+                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": v.name,
+                             "kind": v.kind, "params": {**v.params, **g}, "pdl": v.pdl, "us": us,
+                             "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
+                             "copies": copies, "stamps": summary})
+                progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us, SM clock "
+                         f"{summary['sm_clock_mhz']:.0f} MHz, loads {summary['activation_latency_us']:.2f} us")
+        del words
+        points = [(m, "fused default", None) for m in CHAIN_MMA_MS]
+        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device):
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
+                         "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
+                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
+    setup.close()
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+            "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
+
+
+def print_chain_mma_tables(result: dict) -> None:
+    """One table per shape and M: each variant's time, floor/us and its stamps' medians (µs)."""
+    print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}"
+          f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays; stamps: medians over "
+          f"CTAs and launches {CHAIN_STAMP_SKIP}.. of the last replay)")
+    cols = [("sm_clock_mhz", "MHz", 6, 0), ("entry_to_release_us", "entry>rel", 10, 2),
+            ("activation_latency_us", "loads", 7, 2), ("activation_latency_p90_us", "p90", 6, 2),
+            ("release_to_landed_us", "rel>land", 9, 2), ("landed_to_exit_us", "land>exit", 10, 2),
+            ("release_spread_us", "spread", 7, 2), ("release_to_next_release_us", "rel>rel", 8, 2)]
+    for n, k in dict.fromkeys((r["N"], r["K"]) for r in result["rows"]):
+        for m in sorted({r["M"] for r in result["rows"] if (r["N"], r["K"]) == (n, k)}):
+            print(f"\nN={n} K={k} M={m}")
+            print(f"{'variant':<78}{'us':>7}{'fl/us':>7}" + "".join(f"{c[1]:>{c[2]}}" for c in cols))
+            for r in (r for r in result["rows"] if (r["N"], r["K"], r["M"]) == (n, k, m)):
+                st = r.get("stamps") or {}
+                cells = "".join(f"{st[c[0]]:>{c[2]}.{c[3]}f}" if st.get(c[0]) is not None else f"{'-':>{c[2]}}"
+                                for c in cols)
+                extra = ""
+                if "activation_latency_streaming_us" in st:
+                    extra = (f"  loads: streaming {st['activation_latency_streaming_us']:.2f},"
+                             f" not {st['activation_latency_not_streaming_us']:.2f}")
+                flag = "" if r["fold_ok"] in (None, True) else "  MISMATCH"
+                print(f"{r['variant']:<78}{r['us']:>7.2f}{r['floor_over_us']:>7.3f}" + cells + extra + flag)
+
+
 def print_chain_tables(result: dict) -> None:
     """One table per shape: variants x M, floor/us (and, at the foot, the geometric mean of each
     variant over the 15 points, the bench target's measure)."""
@@ -821,6 +990,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--chain", action="store_true",
                         help="the weight stream with the activation loads and output stores every GEMM needs, "
                         "no arithmetic, in every order, at M = 1-32 beside the fused op (session 29)")
+    parser.add_argument("--chain-mma", action="store_true",
+                        help="the chain with bursts of wgmma at entry or after the landing, and thread 0's clocks and "
+                        "stamps: the SM clock and the activation loads' latency (session 30)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
@@ -837,6 +1009,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
 
     os.makedirs(args.out, exist_ok=True)
+    if args.chain_mma:
+        result = run_chain_mma(args)
+        print_chain_mma_tables(result)
+        write_result(args.out, "stream_ceiling.json", result)
+        return 0
     if args.chain:
         result = run_chain(args)
         print_chain_tables(result)
