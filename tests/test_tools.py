@@ -327,8 +327,9 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
             loads = 400 if b % 2 == 0 else 1_000            # even CTAs' loads 0.4 us, odd 1.0 us
             landed = release + 2_500
             exit_ = landed + 700
+            late_issued = release + 200 if b < 2 else 0     # only CTAs 0 and 1 have copies after the wait
             st[i, b] = [5_000_000, entry, release, release + loads, landed, exit_,
-                        5_000_000 + 2 * (exit_ - entry), b]  # 2 cycles a ns: 2000 MHz
+                        5_000_000 + 2 * (exit_ - entry), b, entry + 300, late_issued]  # 2 cycles a ns: 2000 MHz
     st[:sc.CHAIN_STAMP_SKIP, :, 3] += 99_000  # the skipped launches must not count
     summary = sc.summarize_chain_stamps(st, stream_mod=2)
     assert summary["sm_clock_mhz"] == pytest.approx(2000.0)
@@ -337,6 +338,8 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
     assert summary["release_to_exit_us"] == pytest.approx(3.2)
     assert summary["release_spread_us"] == pytest.approx(0.15)
     assert summary["release_to_next_release_us"] == pytest.approx(10.0)
+    assert summary["early_issue_us"] == pytest.approx(0.3)
+    assert summary["late_issue_us"] == pytest.approx(0.2)  # the CTAs without late copies left out
     assert summary["activation_latency_us"] == pytest.approx(0.7)  # the median of 0.4 and 1.0
     assert summary["activation_latency_streaming_us"] == pytest.approx(0.4)
     assert summary["activation_latency_not_streaming_us"] == pytest.approx(1.0)

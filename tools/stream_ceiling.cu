@@ -572,7 +572,8 @@ struct ChainShare {
 
 // (Session 30, --chain-mma) what thread 0 of each CTA records: the SM clock and the global timer at
 // entry and exit, and the global timer once griddepcontrol.wait returns, once its first activation
-// loads have returned, and once the whole share has landed.
+// loads have returned, once the whole share has landed, and once its copy requests have been
+// issued (does a request wait for the TMA while earlier copies stream?).
 enum ChainStamp : int {
   kStampClockEntry = 0,
   kStampEntry = 1,
@@ -582,7 +583,9 @@ enum ChainStamp : int {
   kStampExit = 5,
   kStampClockExit = 6,
   kStampSm = 7,
-  kChainStamps = 8,
+  kStampEarlyIssued = 8,  // thread 0 has requested the copies at entry (the TMA took them)
+  kStampLateIssued = 9,   // ... and the others (where there are any; else 0)
+  kChainStamps = 10,
 };
 
 __device__ __forceinline__ unsigned long long chain_timer_ns() {
@@ -666,10 +669,15 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   };
 
   issue_chunks(0, early);
+  if (stamp) stamps[kStampEarlyIssued] = chain_timer_ns();
   if constexpr (MMA_ENTRY > 0) burst_fold ^= chain_wgmma_burst<MMA_ENTRY>(burst_base);
   pdl_wait();
   if (stamp) stamps[kStampRelease] = chain_timer_ns();
-  if (cs.late_order == kLateBeforeActivations) issue_chunks(early, chunks);
+  auto issue_late = [&] {
+    issue_chunks(early, chunks);
+    if (stamp) stamps[kStampLateIssued] = early < chunks ? chain_timer_ns() : 0ull;
+  };
+  if (cs.late_order == kLateBeforeActivations) issue_late();
 
   // The activation slice, kChainBatch loads in flight a thread: unit u of the slice is row
   // u / slice_units, unit u % slice_units of the row's K slice.
@@ -693,7 +701,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   };
   uint4 v[kChainBatch];
   load_batch(threadIdx.x, v);
-  if (cs.late_order == kLateAfterIssue) issue_chunks(early, chunks);
+  if (cs.late_order == kLateAfterIssue) issue_late();
   uint32_t fold = fold_batch(v);
   if (stamp) stamps[kStampActivations] = chain_timer_ns_after(fold);  // its first loads have returned
   for (int first = threadIdx.x + kChainBatch * kChainThreads; first < total; first += kChainBatch * kChainThreads) {
@@ -704,7 +712,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   if ((threadIdx.x & 31) == 0) warp_fold[threadIdx.x >> 5] = fold;
   if (cs.late_order == kLateAfterArrival) {
     __syncthreads();  // every thread's loads have returned (their values are folded)
-    issue_chunks(early, chunks);
+    issue_late();
   }
 
   // The output needs the whole share: thread 0 waits for every chunk (folding each one's first word).

@@ -289,7 +289,8 @@ def chain_variants() -> List[Variant]:
 # lower SM clock, measured by clock64 against the global timer), and how long do the first
 # activation loads take after griddepcontrol.wait with the share in flight, or none of it?
 CHAIN_MMA_MS = (1, 8)
-CHAIN_STAMPS = 8      # words a CTA (stream_ceiling.cu's kChainStamps)
+CHAIN_STAMPS = 10     # words a CTA (stream_ceiling.cu's kChainStamps)
+CHAIN_FUSED_ROUNDS = 4  # the fused op also timed in a graph that calls it this many times on every copy
 CHAIN_STAMP_SKIP = 4  # a replay's first launches, left out of the stamp statistics (the graph's start)
 
 
@@ -337,9 +338,14 @@ def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_
         "release_to_landed_us": float(np.median(us(4, 2))),
         "landed_to_exit_us": float(np.median(us(5, 4))),
         "release_to_exit_us": float(np.median(us(5, 2))),
+        "early_issue_us": float(np.median(us(8, 1))),
         "release_spread_us": float(np.median((releases.max(axis=1) - releases.min(axis=1)) / 1e3)),
         "release_to_next_release_us": float(np.median(np.diff(releases.max(axis=1)) / 1e3)) if len(st) > 1 else None,
     }
+    late = st[..., 9] > 0  # CTAs with copies after the wait
+    # how long thread 0 took to request them, from the point its order names (the release, or its
+    # activation loads' issue or return: from the release in all three)
+    out["late_issue_us"] = float(np.median((st[..., 9] - st[..., 2])[late] / 1e3)) if late.any() else None
     if stream_mod > 1:
         streams = (np.arange(st.shape[1]) % stream_mod) == 0
         out["activation_latency_streaming_us"] = float(np.median(act[:, streams]))
@@ -845,6 +851,8 @@ def run_chain_mma(args) -> dict:
                          f"{summary['sm_clock_mhz']:.0f} MHz, loads {summary['activation_latency_us']:.2f} us")
         del words
         points = [(m, "fused default", None) for m in CHAIN_MMA_MS]
+        points += [(m, f"fused default, {CHAIN_FUSED_ROUNDS * copies} calls a graph", CHAIN_FUSED_ROUNDS)
+                   for m in CHAIN_MMA_MS]
         for m, name, _, us in time_fused(n, k, points, copies, args.replays, device):
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
@@ -860,7 +868,8 @@ def print_chain_mma_tables(result: dict) -> None:
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}"
           f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays; stamps: medians over "
           f"CTAs and launches {CHAIN_STAMP_SKIP}.. of the last replay)")
-    cols = [("sm_clock_mhz", "MHz", 6, 0), ("entry_to_release_us", "entry>rel", 10, 2),
+    cols = [("sm_clock_mhz", "MHz", 6, 0), ("early_issue_us", "issue", 6, 2), ("late_issue_us", "rel>late", 9, 2),
+            ("entry_to_release_us", "entry>rel", 10, 2),
             ("activation_latency_us", "loads", 7, 2), ("activation_latency_p90_us", "p90", 6, 2),
             ("release_to_landed_us", "rel>land", 9, 2), ("landed_to_exit_us", "land>exit", 10, 2),
             ("release_spread_us", "spread", 7, 2), ("release_to_next_release_us", "rel>rel", 8, 2)]
@@ -907,9 +916,11 @@ def print_chain_tables(result: dict) -> None:
 
 
 def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> List[tuple]:
-    """Each (M, name, config) point of the fused op (config None: `smallm_gemm`, its own plan; else
-    the configured op) timed as the variants above, over `copies` rotated weights: [(M, name,
-    config, us)]. Empty where the extension is not built. One activation tensor per M."""
+    """Each (M, name, config) point of the fused op (config None: `smallm_gemm`, its own plan; an
+    int r: its own plan in a graph of r rounds over the copies, each copy still cold when its turn
+    comes again (session 30: what a replay's fixed cost adds a call); else the configured op) timed
+    as the variants above, over `copies` rotated weights: [(M, name, config, us)]. Empty where the
+    extension is not built. One activation tensor per M."""
     try:
         from sglang_fp8ext import ops
         from sglang_fp8ext.bench import make_weight, time_in_graph
@@ -924,8 +935,8 @@ def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> Lis
         if m not in activations:
             activations[m] = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
         x = activations[m]
-        if config is None:
-            calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights]
+        if config is None or isinstance(config, int):
+            calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights] * (config or 1)
         else:
             calls = [lambda w=w, s=s, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
                      for w, s, _ in weights]
