@@ -550,6 +550,8 @@ enum LateOrder : int {
   kLateBeforeActivations = 0,  // the held-back chunks requested right after the wait, then the loads
   kLateAfterIssue = 1,         // after the CTA's first activation loads are issued, before they return
   kLateAfterArrival = 2,       // after every activation load of the CTA has returned
+  kPaced = 3,  // (session 30) thread 32 requests `early` at entry and one more as each lands, whatever
+               // the previous grid does: at most `early` copies of the CTA in flight at any time
 };
 
 struct ChainShare {
@@ -657,16 +659,26 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     mbar_init_fence();
   }
   __syncthreads();
-  auto issue_chunks = [&](int from, int to) {  // thread 0 requests chunks [from, to), each into its own slot
-    if (threadIdx.x != 0) return;
-    for (int c = from; c < to; ++c) {
-      const long long off = begin + (long long)c * cs.chunk;
-      const uint32_t bar = bar_base + 8u * uint32_t(c);
-      const uint32_t size = uint32_t(min((long long)cs.chunk, end - off));
-      mbar_arrive_expect_tx(bar, size);
-      bulk_copy_g2s(ring_base + uint32_t(c) * uint32_t(cs.chunk), buf + off, size, bar);
-    }
+  auto issue_chunk = [&](int c) {  // chunk c into its own slot
+    const long long off = begin + (long long)c * cs.chunk;
+    const uint32_t bar = bar_base + 8u * uint32_t(c);
+    const uint32_t size = uint32_t(min((long long)cs.chunk, end - off));
+    mbar_arrive_expect_tx(bar, size);
+    bulk_copy_g2s(ring_base + uint32_t(c) * uint32_t(cs.chunk), buf + off, size, bar);
   };
+  const bool paced = cs.late_order == kPaced;
+  auto issue_chunks = [&](int from, int to) {  // thread 0 requests chunks [from, to)
+    if (threadIdx.x != 0 || paced) return;
+    for (int c = from; c < to; ++c) issue_chunk(c);
+  };
+  if (paced && threadIdx.x == 32) {  // (not thread 0: its stamps time the activation loads)
+    for (int c = 0; c < early; ++c) issue_chunk(c);
+    for (int c = early; c < chunks; ++c) {
+      mbar_wait(bar_base + 8u * uint32_t(c - early), 0);
+      issue_chunk(c);
+    }
+    if (stamps != nullptr && chunks > early) stamps[kStampLateIssued] = chain_timer_ns();
+  }
 
   issue_chunks(0, early);
   if (stamp) stamps[kStampEarlyIssued] = chain_timer_ns();
@@ -675,7 +687,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   if (stamp) stamps[kStampRelease] = chain_timer_ns();
   auto issue_late = [&] {
     issue_chunks(early, chunks);
-    if (stamp) stamps[kStampLateIssued] = early < chunks ? chain_timer_ns() : 0ull;
+    if (stamp && !paced) stamps[kStampLateIssued] = early < chunks ? chain_timer_ns() : 0ull;
   };
   if (cs.late_order == kLateBeforeActivations) issue_late();
 
@@ -924,7 +936,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
                          int mma_tail, int pdl, void* stream) {
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
-      chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kLateAfterArrival ||
+      chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kPaced ||
+      (late_order == kPaced && (early < 1 || threads != 256)) ||
       min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || hold_cycles < 0 || (out_units > 0 && outputs == nullptr) ||
       (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)) || stream_mod < 1 ||
       (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 || !((mma_entry == 0 || mma_entry == 2) && (mma_tail == 0 || mma_tail == 1)) ||

@@ -246,6 +246,8 @@ CHAIN_NAMES = {
     (1, "half", 1, 1): "half at entry, rest once the loads are issued",
     (1, "half", 2, 1): "half at entry, rest once the loads return",
     (1, "none", 2, 1): "none at entry, all once the loads return",
+    (1, "one", 3, 1): "paced: 1 copy in flight, the next as it lands",
+    (1, "two", 3, 1): "paced: 2 copies in flight, the next as one lands",
 }
 CHAIN_CHUNK = 32 * KIB      # bytes a weight copy (the bulk reference's)
 CHAIN_ACT_SPLIT = 2         # a CTA reads half of K (the plans' K split of 2)
@@ -264,7 +266,7 @@ def chain_variants() -> List[Variant]:
                                  "activations": activations, "min_smem": min_smem, "threads": threads,
                                  "outputs": outputs, "act_split": act_split, "hold_cycles": hold_cycles,
                                  "ctas_per_sm": 1})
-    return ([chain(*key) for key in CHAIN_NAMES]
+    return ([chain(*key) for key in CHAIN_NAMES if key[1] not in ("one", "two")]  # (the paced orders: --chain-mma)
             + [chain(0, "none", 0, 0, min_smem=0),       # launches may overlap on an SM
                chain(0, "none", 0, 1, min_smem=0),
                chain(1, "all", 0, 1, min_smem=0),        # ... where the share leaves room (4096x2048)
@@ -299,8 +301,11 @@ def chain_mma_variants() -> List[Variant]:
     loads are issued), each plain, with 16 wgmma a warpgroup at entry (before the wait: off the
     chain from one release to the next), with 8 after the landing (on it: the fused kernel's MMAs
     on its last box), with both, and with 400 cycles of spinning after the landing instead; the
-    share requested only once the loads return; only even CTAs streaming (are the loads slow
-    behind this SM's copies or behind everyone's?); the launch alone with and without wgmma."""
+    share paced (1 or 2 copies in flight, the next as one lands, whatever the previous grid does;
+    2 also with the wgmma after the landing): do fewer bytes in flight let the activation loads
+    through sooner without slowing the stream?; the share requested only once the loads return; only
+    even CTAs streaming (are the loads slow behind this SM's copies or behind everyone's?); the
+    launch alone with and without wgmma."""
     def chain(weight, early, late_order, activations, **extra):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
                                  "activations": activations, "min_smem": CHAIN_MIN_SMEM, "threads": 256,
@@ -310,7 +315,8 @@ def chain_mma_variants() -> List[Variant]:
     for key in ((1, "all", 0, 1), (1, "half", 1, 1)):
         variants += [chain(*key), chain(*key, mma_entry=2), chain(*key, mma_tail=1),
                      chain(*key, mma_entry=2, mma_tail=1), chain(*key, hold_cycles=400)]
-    variants += [chain(1, "none", 2, 1), chain(1, "all", 0, 1, stream_mod=2),
+    variants += [chain(1, "one", 3, 1), chain(1, "two", 3, 1), chain(1, "two", 3, 1, mma_tail=1),
+                 chain(1, "none", 2, 1), chain(1, "all", 0, 1, stream_mod=2),
                  chain(0, "none", 0, 0), chain(0, "none", 0, 0, mma_entry=2, mma_tail=1)]
     return variants
 
@@ -374,7 +380,7 @@ def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) ->
     p = v.params
     share = -(-(nbytes // 16) // sms) * 16 if p["weight"] else 0
     chunks = -(-share // CHAIN_CHUNK)
-    early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0}[p["early"]]
+    early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0, "one": min(1, chunks), "two": min(2, chunks)}[p["early"]]
     out_units = -(-(m * n * 2) // (16 * sms)) if p.get("outputs", 1) else 0
     return {"grid": sms, "chunks": chunks, "early": early, "out_units": out_units,
             "act_split": p.get("act_split", CHAIN_ACT_SPLIT)}
