@@ -330,8 +330,9 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
             landed = release + 2_500
             exit_ = landed + 700
             late_issued = release + 200 if b < 2 else 0     # only CTAs 0 and 1 have copies after the wait
+            chunks = [release + 1_000 * (c + 1) if c < 2 or (c == 2 and b != 3) else 0 for c in range(8)]
             st[i, b] = [5_000_000, entry, release, release + loads, landed, exit_,
-                        5_000_000 + 2 * (exit_ - entry), b, entry + 300, late_issued]  # 2 cycles a ns: 2000 MHz
+                        5_000_000 + 2 * (exit_ - entry), b, entry + 300, late_issued] + chunks  # 2000 MHz
     st[:sc.CHAIN_STAMP_SKIP, :, 3] += 99_000  # the skipped launches must not count
     summary = sc.summarize_chain_stamps(st, stream_mod=2)
     assert summary["sm_clock_mhz"] == pytest.approx(2000.0)
@@ -342,6 +343,7 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
     assert summary["release_to_next_release_us"] == pytest.approx(10.0)
     assert summary["early_issue_us"] == pytest.approx(0.3)
     assert summary["late_issue_us"] == pytest.approx(0.2)  # the CTAs without late copies left out
+    assert summary["chunk_landed_us"] == pytest.approx([1.0, 2.0])  # chunk 2: not every CTA has one
     assert summary["activation_latency_us"] == pytest.approx(0.7)  # the median of 0.4 and 1.0
     assert summary["activation_latency_streaming_us"] == pytest.approx(0.4)
     assert summary["activation_latency_not_streaming_us"] == pytest.approx(1.0)

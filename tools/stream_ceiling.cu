@@ -587,7 +587,9 @@ enum ChainStamp : int {
   kStampSm = 7,
   kStampEarlyIssued = 8,  // thread 0 has requested the copies at entry (the TMA took them)
   kStampLateIssued = 9,   // ... and the others (where there are any; else 0)
-  kChainStamps = 10,
+  kStampChunkLanded = 10,  // + c (c < kStampedChunks): chunk c had landed (thread 0 waits in order)
+  kStampedChunks = 8,
+  kChainStamps = kStampChunkLanded + kStampedChunks,
 };
 
 __device__ __forceinline__ unsigned long long chain_timer_ns() {
@@ -733,6 +735,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     for (int c = 0; c < chunks; ++c) {
       mbar_wait(bar_base + 8u * uint32_t(c), 0);
       acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
+      if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
     }
     weight_fold = acc;
     if (stamp) stamps[kStampLanded] = chain_timer_ns_after(acc);

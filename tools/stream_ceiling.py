@@ -291,7 +291,8 @@ def chain_variants() -> List[Variant]:
 # lower SM clock, measured by clock64 against the global timer), and how long do the first
 # activation loads take after griddepcontrol.wait with the share in flight, or none of it?
 CHAIN_MMA_MS = (1, 8)
-CHAIN_STAMPS = 10     # words a CTA (stream_ceiling.cu's kChainStamps)
+CHAIN_STAMPS = 18     # words a CTA (stream_ceiling.cu's kChainStamps)
+CHAIN_STAMPED_CHUNKS = 8  # chunks whose landing is stamped (kStampedChunks, from word 10)
 CHAIN_FUSED_ROUNDS = 4  # the fused op also timed in a graph that calls it this many times on every copy
 CHAIN_STAMP_SKIP = 4  # a replay's first launches, left out of the stamp statistics (the graph's start)
 
@@ -348,6 +349,9 @@ def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_
         "release_spread_us": float(np.median((releases.max(axis=1) - releases.min(axis=1)) / 1e3)),
         "release_to_next_release_us": float(np.median(np.diff(releases.max(axis=1)) / 1e3)) if len(st) > 1 else None,
     }
+    # when chunk c had landed, from the release, where every CTA stamped it (a stamp is 0 past its chunks)
+    out["chunk_landed_us"] = [float(np.median((st[..., 10 + c] - st[..., 2]) / 1e3))
+                              for c in range(CHAIN_STAMPED_CHUNKS) if (st[..., 10 + c] > 0).all()]
     late = st[..., 9] > 0  # CTAs with copies after the wait
     # how long thread 0 took to request them, from the point its order names (the release, or its
     # activation loads' issue or return: from the release in all three)
@@ -888,8 +892,10 @@ def print_chain_mma_tables(result: dict) -> None:
                 cells = "".join(f"{st[c[0]]:>{c[2]}.{c[3]}f}" if st.get(c[0]) is not None else f"{'-':>{c[2]}}"
                                 for c in cols)
                 extra = ""
+                if st.get("chunk_landed_us"):
+                    extra += "  chunks landed " + " ".join(f"{t:.2f}" for t in st["chunk_landed_us"])
                 if "activation_latency_streaming_us" in st:
-                    extra = (f"  loads: streaming {st['activation_latency_streaming_us']:.2f},"
+                    extra += (f"  loads: streaming {st['activation_latency_streaming_us']:.2f},"
                              f" not {st['activation_latency_not_streaming_us']:.2f}")
                 flag = "" if r["fold_ok"] in (None, True) else "  MISMATCH"
                 print(f"{r['variant']:<78}{r['us']:>7.2f}{r['floor_over_us']:>7.3f}" + cells + extra + flag)
