@@ -246,6 +246,7 @@ CHAIN_NAMES = {
     (1, "half", 1, 1): "half at entry, rest once the loads are issued",
     (1, "half", 2, 1): "half at entry, rest once the loads return",
     (1, "none", 2, 1): "none at entry, all once the loads return",
+    (1, "none", 1, 1): "none at entry, all once the loads are issued",
     (1, "one", 3, 1): "paced: 1 copy in flight, the next as it lands",
     (1, "two", 3, 1): "paced: 2 copies in flight, the next as one lands",
 }
@@ -266,7 +267,8 @@ def chain_variants() -> List[Variant]:
                                  "activations": activations, "min_smem": min_smem, "threads": threads,
                                  "outputs": outputs, "act_split": act_split, "hold_cycles": hold_cycles,
                                  "ctas_per_sm": 1})
-    return ([chain(*key) for key in CHAIN_NAMES if key[1] not in ("one", "two")]  # (the paced orders: --chain-mma)
+    return ([chain(*key) for key in CHAIN_NAMES  # (the paced orders and the activations first: --chain-mma only)
+             if key[1] not in ("one", "two") and key != (1, "none", 1, 1)]
             + [chain(0, "none", 0, 0, min_smem=0),       # launches may overlap on an SM
                chain(0, "none", 0, 1, min_smem=0),
                chain(1, "all", 0, 1, min_smem=0),        # ... where the share leaves room (4096x2048)
@@ -304,7 +306,8 @@ def chain_mma_variants() -> List[Variant]:
     on its last box), with both, and with 400 cycles of spinning after the landing instead; the
     share paced (1 or 2 copies in flight, the next as one lands, whatever the previous grid does;
     2 also with the wgmma after the landing): do fewer bytes in flight let the activation loads
-    through sooner without slowing the stream?; the share requested only once the loads return; only
+    through sooner without slowing the stream?; the share requested only once the loads return, or
+    as soon as they are issued (the loads ahead of every copy of the CTA; also with the wgmma); only
     even CTAs streaming (are the loads slow behind this SM's copies or behind everyone's?); the
     launch alone with and without wgmma."""
     def chain(weight, early, late_order, activations, **extra):
@@ -317,7 +320,8 @@ def chain_mma_variants() -> List[Variant]:
         variants += [chain(*key), chain(*key, mma_entry=2), chain(*key, mma_tail=1),
                      chain(*key, mma_entry=2, mma_tail=1), chain(*key, hold_cycles=400)]
     variants += [chain(1, "one", 3, 1), chain(1, "two", 3, 1), chain(1, "two", 3, 1, mma_tail=1),
-                 chain(1, "none", 2, 1), chain(1, "all", 0, 1, stream_mod=2),
+                 chain(1, "none", 2, 1), chain(1, "none", 1, 1), chain(1, "none", 1, 1, mma_tail=1),
+                 chain(1, "all", 0, 1, stream_mod=2),
                  chain(0, "none", 0, 0), chain(0, "none", 0, 0, mma_entry=2, mma_tail=1)]
     return variants
 
@@ -816,6 +820,7 @@ def run_chain_mma(args) -> dict:
     max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MMA_MS)
     act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
     act = act.to(torch.int16)
+    act_source = act.clone()  # what --after copy writes into the activations before every launch
     out = torch.zeros(sms, dtype=torch.int32, device=device)
     act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
     outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
@@ -844,6 +849,8 @@ def run_chain_mma(args) -> dict:
                 stamps.zero_()
 
                 def launch(i, v=v, g=g):
+                    if args.after == "copy":  # a kernel that does not launch its dependents early writes the activations
+                        act.copy_(act_source)
                     kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), act.data_ptr(), m, k,
                                          outputs.data_ptr(), act_fold.data_ptr(), g, stamps.data_ptr() + i * stamp_bytes)
                 us, fold_ok = check_then_time(
@@ -861,23 +868,27 @@ def run_chain_mma(args) -> dict:
                          f"{summary['sm_clock_mhz']:.0f} MHz, loads {summary['activation_latency_us']:.2f} us")
         del words
         points = [(m, "fused default", None) for m in CHAIN_MMA_MS]
-        points += [(m, f"fused default, {CHAIN_FUSED_ROUNDS * copies} calls a graph", CHAIN_FUSED_ROUNDS)
-                   for m in CHAIN_MMA_MS]
-        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device):
+        if args.after == "none":
+            points += [(m, f"fused default, {CHAIN_FUSED_ROUNDS * copies} calls a graph", CHAIN_FUSED_ROUNDS)
+                       for m in CHAIN_MMA_MS]
+        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device, args.after):
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
                          "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
                          "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
     setup.close()
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
-            "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
+            "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays,
+            "after": args.after, "rows": rows}
 
 
 def print_chain_mma_tables(result: dict) -> None:
     """One table per shape and M: each variant's time, floor/us and its stamps' medians (µs)."""
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}"
           f"  copy {result['copy_TBps']:.2f} TB/s  (median of {result['replays']} graph replays; stamps: medians over "
-          f"CTAs and launches {CHAIN_STAMP_SKIP}.. of the last replay)")
+          f"CTAs and launches {CHAIN_STAMP_SKIP}.. of the last replay)"
+          + ("  each launch after a copy kernel that writes the activations: the times are the pair's"
+             if result.get("after") == "copy" else ""))
     cols = [("sm_clock_mhz", "MHz", 6, 0), ("early_issue_us", "issue", 6, 2), ("late_issue_us", "rel>late", 9, 2),
             ("entry_to_release_us", "entry>rel", 10, 2),
             ("activation_latency_us", "loads", 7, 2), ("activation_latency_p90_us", "p90", 6, 2),
@@ -927,12 +938,13 @@ def print_chain_tables(result: dict) -> None:
             print(f"  {name:<52} {math.exp(sum(math.log(x) for x in sel) / len(sel)):.3f}")
 
 
-def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> List[tuple]:
+def time_fused(n: int, k: int, points, copies: int, replays: int, device, after: str = "none") -> List[tuple]:
     """Each (M, name, config) point of the fused op (config None: `smallm_gemm`, its own plan; an
     int r: its own plan in a graph of r rounds over the copies, each copy still cold when its turn
     comes again (session 30: what a replay's fixed cost adds a call); else the configured op) timed
     as the variants above, over `copies` rotated weights: [(M, name, config, us)]. Empty where the
-    extension is not built. One activation tensor per M."""
+    extension is not built. One activation tensor per M; after == "copy": a copy kernel writes it
+    before every call (the pair is timed)."""
     try:
         from sglang_fp8ext import ops
         from sglang_fp8ext.bench import make_weight, time_in_graph
@@ -947,10 +959,13 @@ def time_fused(n: int, k: int, points, copies: int, replays: int, device) -> Lis
         if m not in activations:
             activations[m] = torch.randn(m, k, generator=generator, device=device).to(torch.bfloat16)
         x = activations[m]
+        x_source = x.clone()
+        before = (lambda: x.copy_(x_source)) if after == "copy" else (lambda: None)
         if config is None or isinstance(config, int):
-            calls = [lambda w=w, s=s: ops.smallm_gemm(x, w, s) for w, s, _ in weights] * (config or 1)
+            calls = [lambda w=w, s=s: (before(), ops.smallm_gemm(x, w, s)) for w, s, _ in weights] * (config or 1)
         else:
-            calls = [lambda w=w, s=s, c=config: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c)
+            calls = [lambda w=w, s=s, c=config: (before(),
+                                                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, c))
                      for w, s, _ in weights]
         us = time_in_graph(calls, replays)
         progress(f"  N={n} K={k} {name} M={m}: {us:.2f} us")
@@ -1016,6 +1031,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--chain-mma", action="store_true",
                         help="the chain with bursts of wgmma at entry or after the landing, and thread 0's clocks and "
                         "stamps: the SM clock and the activation loads' latency (session 30)")
+    parser.add_argument("--after", choices=["none", "copy"], default="none",
+                        help="--chain-mma: a copy kernel that writes the activations before every launch, as in a "
+                        "decode step (the times are the pair's)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
