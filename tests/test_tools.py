@@ -306,19 +306,20 @@ def test_stream_ceiling_chain_variants_and_geometry():
 
 
 def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
-    """tools/stream_ceiling.py --chain-mma (session 30): 19 variants with distinct names, wgmma only
+    """tools/stream_ceiling.py --chain-mma (session 30): 24 variants with distinct names, wgmma only
     in 256-thread CTAs and in the counts the kernel has instances for; and the stamp summary on
     stamps built by hand: a 2 GHz SM clock, the phases' lengths, the releases' spread and period,
     the first launches left out, and the loads of streaming and idle CTAs told apart."""
     np = pytest.importorskip("numpy")
     sc = load_tool("stream_ceiling")
     variants = sc.chain_mma_variants()
-    assert len({v.name for v in variants}) == len(variants) == 19
+    assert len({v.name for v in variants}) == len(variants) == 24
     paced = [v for v in variants if v.params["late_order"] == 3]
     assert [sc.chain_geometry(v, 5120, 4096, 1, sc.weight_bytes(5120, 4096), 132)["early"] for v in paced] == [1, 2, 2]
     for v in variants:
         p = v.params
-        assert p["threads"] == 256 and p.get("mma_entry", 0) in (0, 2) and p.get("mma_tail", 0) in (0, 1)
+        assert p["threads"] == 256 and p.get("mma_entry", 0) in (0, 1, 2, 4) and p.get("mma_tail", 0) in (0, 1)
+        assert not p.get("mma_tail", 0) or p.get("mma_entry", 0) in (0, 2)  # the kernel's instances
     assert sum(1 for v in variants if v.params.get("stream_mod", 1) == 2) == 1
     launches, grid = 7, 4
     st = np.zeros((launches, grid, sc.CHAIN_STAMPS), dtype=np.int64)

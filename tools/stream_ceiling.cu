@@ -931,9 +931,9 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // and the activations are in, before the output. Dynamic shared memory: the whole share's ring, at
 // least `min_smem` bytes (a kernel that holds an SM as the fused one does). `out` and `act_fold`
 // hold one uint32 a CTA. Session 30: only CTAs b with b % stream_mod == 0 read weight; `stamps`
-// (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0 or
-// 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after the last landing (256
-// threads).
+// (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0, 1,
+// 2 or 4; with a tail, 0 or 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after
+// the last landing (256 threads).
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
@@ -943,7 +943,9 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
       (late_order == kPaced && (early < 1 || threads != 256)) ||
       min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || hold_cycles < 0 || (out_units > 0 && outputs == nullptr) ||
       (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)) || stream_mod < 1 ||
-      (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 || !((mma_entry == 0 || mma_entry == 2) && (mma_tail == 0 || mma_tail == 1)) ||
+      (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 ||
+      !((mma_entry == 0 || mma_entry == 1 || mma_entry == 2 || mma_entry == 4) && (mma_tail == 0 || mma_tail == 1)) ||
+      (mma_entry != 0 && mma_entry != 2 && mma_tail != 0) ||
       (mma_entry + mma_tail > 0 && threads != 256))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
@@ -986,7 +988,9 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   };
   if (threads == 32) return launch(stream_chain_kernel<32>);
   if (mma_entry && mma_tail) return launch(stream_chain_kernel<256, 2, 1>);
-  if (mma_entry) return launch(stream_chain_kernel<256, 2, 0>);
+  if (mma_entry == 1) return launch(stream_chain_kernel<256, 1, 0>);
+  if (mma_entry == 2) return launch(stream_chain_kernel<256, 2, 0>);
+  if (mma_entry == 4) return launch(stream_chain_kernel<256, 4, 0>);
   if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
   return launch(stream_chain_kernel<256>);
 }

@@ -309,7 +309,8 @@ def chain_mma_variants() -> List[Variant]:
     through sooner without slowing the stream?; the share requested only once the loads return, or
     as soon as they are issued (the loads ahead of every copy of the CTA; also with the wgmma); only
     even CTAs streaming (are the loads slow behind this SM's copies or behind everyone's?); the
-    launch alone with and without wgmma."""
+    launch alone with and without wgmma; the launch alone and the whole share at entry with 8, 16 or
+    32 wgmma a warpgroup at entry (does the SM clock follow the tensor work?)."""
     def chain(weight, early, late_order, activations, **extra):
         return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
                                  "activations": activations, "min_smem": CHAIN_MIN_SMEM, "threads": 256,
@@ -323,6 +324,9 @@ def chain_mma_variants() -> List[Variant]:
                  chain(1, "none", 2, 1), chain(1, "none", 1, 1), chain(1, "none", 1, 1, mma_tail=1),
                  chain(1, "all", 0, 1, stream_mod=2),
                  chain(0, "none", 0, 0), chain(0, "none", 0, 0, mma_entry=2, mma_tail=1)]
+    # does the SM clock follow the amount of tensor work, or does any wgmma switch it? (8, 16, 32 a warpgroup)
+    variants += [chain(*key, mma_entry=rounds) for key in ((0, "none", 0, 0), (1, "all", 0, 1)) for rounds in (1, 2, 4)
+                 if key != (1, "all", 0, 1) or rounds != 2]
     return variants
 
 
