@@ -618,7 +618,8 @@ __device__ __forceinline__ uint32_t chain_wgmma_burst(uint32_t base) {
     wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + uint32_t(((r * 8 + j) % 32) * 512) + 2 * (j & 3)),
+      // (descriptor words count 16-byte units: A steps 512 bytes a wgmma through the first 24 KB)
+      wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + uint32_t(((r * 8 + j) % 32) * 512 / 16) + 2 * (j & 3)),
                           smem_descriptor_sw128_from_lo(b_lo + 2 * (j & 3)), true);
     wgmma_commit();
   }
@@ -645,7 +646,8 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   pdl_launch_dependents();
   unsigned long long* stamps = cs.stamps != nullptr ? cs.stamps + (size_t)blockIdx.x * kChainStamps : nullptr;
   const bool stamp = stamps != nullptr && threadIdx.x == 0;
-  // (the bursts' operands: 1024-byte aligned inside the ring, which the host makes >= 72 KB + 1 KB)
+  // (the bursts' operands: from a 1024-byte aligned start inside the ring, which the host makes >= 68 KB:
+  // B 64 KB on, A within the first 24 KB)
   const uint32_t burst_base = (smem_addr(ring) + 1023u) & ~1023u;
   uint32_t burst_fold = 0;
 
