@@ -38,11 +38,14 @@ after the activation loads, none at entry; K/2, K/4 or K/8 of the activations a 
 activations alone, or neither; SM cycles of work after the last landing), at M = 1, 4, 8, 16, 32
 beside the fused op and its diagnostic flags 1, 5 and 7, against bench's floor (weight, scales,
 activations and output bytes).
---chain-mma (session 30) adds the fused kernel's tensor work to the chain without its data: 16
-wgmma a warpgroup at entry (before griddepcontrol.wait) or 8 after the last landing, and records
-thread 0's SM clock and global-timer stamps in every CTA of every launch (chain_mma_variants,
-summarize_chain_stamps): does tensor work cost a launch more than its issue time, and how long do
-the first activation loads take with the share in flight, part of it, or none?
+--chain-mma (session 30) adds the fused kernel's tensor work to the chain without its data (8-32
+wgmma a warpgroup at entry, before griddepcontrol.wait, or 8 after the last landing), more orders of
+the copies (paced by a second thread; the activation loads ahead of every copy) and only every second
+CTA streaming, and records thread 0's SM clock and global-timer stamps in every CTA of every launch
+(chain_mma_variants, summarize_chain_stamps): does tensor work cost a launch more than its issue time,
+how long do the first activation loads take with the share in flight, part of it, or none, and when
+does each chunk land? `--after copy` puts a copy kernel that writes the activations before every
+launch (a decode step's order).
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -737,6 +740,20 @@ def run(args) -> dict:
     }
 
 
+def chain_buffers(setup: "Setup", shapes, max_m: int):
+    """The chain kernel's device buffers for `shapes` up to max_m tokens: the activations (random
+    bf16 bits, never zeros; a NaN pattern is only a bit pattern to these kernels), then one uint32 a
+    CTA for the weight and the activation checksums, then the M x N bf16 output spread over the grid."""
+    device, sms = setup.device, setup.sms
+    max_k, max_n = max(k for _, k in shapes), max(n for n, _ in shapes)
+    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=setup.generator)
+    act = act.to(torch.int16)
+    out = torch.zeros(sms, dtype=torch.int32, device=device)
+    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
+    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
+    return act, out, act_fold, outputs
+
+
 def run_chain(args) -> dict:
     """--chain: every chain variant at every M of CHAIN_MS on the Qwen shapes, each checked once
     eagerly (its weight and activation checksums against the host's), then timed as bench times
@@ -748,14 +765,7 @@ def run_chain(args) -> dict:
     setup = Setup()
     device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
     plan, pool = setup.plan, setup.pool
-    generator = setup.generator
-    max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MS)
-    # random bf16 bits, never zeros (a NaN pattern is only a bit pattern to these kernels)
-    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
-    act = act.to(torch.int16)
-    out = torch.zeros(sms, dtype=torch.int32, device=device)
-    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
-    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
+    act, out, act_fold, outputs = chain_buffers(setup, QWEN_TP4_SHAPES, max(CHAIN_MS))
     act_words = act.cpu().numpy().view("<u4")
     no_fold = np.zeros(sms, dtype=np.uint32)
     chain_chunks = Variant("bulk", {"chunk": CHAIN_CHUNK})  # the chain's weight slices and copies: the bulk variant's
@@ -815,19 +825,14 @@ def run_chain_mma(args) -> dict:
     once eagerly as --chain's, timed as bench times the fused op, then the stamps of the last replay
     summarized (summarize_chain_stamps); the fused op's own plan at the same points."""
     import numpy as np
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes, time_in_graph
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes
 
     variants = chain_mma_variants()
     setup = Setup()
     device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
-    plan, pool, generator = setup.plan, setup.pool, setup.generator
-    max_k, max_n, max_m = max(k for _, k in QWEN_TP4_SHAPES), max(n for n, _ in QWEN_TP4_SHAPES), max(CHAIN_MMA_MS)
-    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=generator)
-    act = act.to(torch.int16)
+    plan, pool = setup.plan, setup.pool
+    act, out, act_fold, outputs = chain_buffers(setup, QWEN_TP4_SHAPES, max(CHAIN_MMA_MS))
     act_source = act.clone()  # what --after copy writes into the activations before every launch
-    out = torch.zeros(sms, dtype=torch.int32, device=device)
-    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
-    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
     max_copies = max(copies for *_, copies in plan)
     stamps = torch.zeros(max_copies * sms * CHAIN_STAMPS, dtype=torch.int64, device=device)
     stamp_bytes = sms * CHAIN_STAMPS * 8  # one launch's
@@ -1053,6 +1058,8 @@ def main(argv: Optional[List[str]] = None) -> int:
               "machine). Nothing measured, nothing written.")
         return 0
 
+    if args.after != "none" and not args.chain_mma:
+        parser.error("--after applies to --chain-mma only")
     os.makedirs(args.out, exist_ok=True)
     if args.chain_mma:
         result = run_chain_mma(args)
