@@ -359,8 +359,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
       best.chunk_blocks = chunk_for(tiles);
       best.ring_slots = slots_for(tiles);
-      // Half the copies at entry, the rest once the activations are in: a CTA's activation loads
-      // queue behind the weight copies it has requested (H200, tools/gemm_timeline.py at f15c013,
+      // Half the copies at entry, the rest once the activation loads are issued: they queue behind
+      // the weight copies the grid has requested (session 30: behind the whole grid's, not only the
+      // CTA's own; H200, tools/gemm_timeline.py at f15c013,
       // 5120x4096 M = 1 / 8 / 16: 10.08 / 11.07 / 13.46 us with every copy at entry, 9.12 / 9.93 /
       // 12.22 with half, 10.05 / 10.76 / 12.74 with one of four). Co-resident: every slot's copy
       // at entry, as the CTA then waits a whole launch for the previous one to end.

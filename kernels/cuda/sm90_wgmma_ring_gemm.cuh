@@ -19,8 +19,11 @@
 //    4-12 from 9: at 9-16 tokens a plan of more than 8 tiles runs the 3-window instance);
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
-//    flight (a CTA's activation loads queue behind the copies it has requested); at 32 tokens,
-//    where a CTA's share is at least 96 KB, once the activations are quantized (late_copies);
+//    flight (the activation loads queue behind the copies in flight, the whole grid's: session 30
+//    measured a CTA without copies waiting as long as its neighbours; half at entry is the order
+//    that lets them through in time, every copy at entry without the prologue's wait would stream
+//    0.2-0.6 us sooner); at 32 tokens, where a CTA's share is at least 96 KB, once the
+//    activations are quantized (late_copies);
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); from 9 tokens, where the plan takes a K split of 4, two row groups of a
 //    cluster of k_split x 2 share that work (paired activations, PAIR: each quantizes half of the
@@ -283,8 +286,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   // 1. The first `slots` chunks (one per slot), chunk c from lane 0 of warp c % kWarps: the first
   //    `early` at once, the others once the first activation loads are in flight (a.early_chunks,
-  //    the plan's; 0: all at once): the activation loads queue behind the copies already
-  //    requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
+  //    the plan's; 0: all at once): the activation loads queue behind the copies the grid has
+  //    already requested. A chunk always spans chunk_blocks blocks (the last one may read a neighbour's
   //    blocks, or zeros past K, and ignore them); the box is the CTA's rows: the full map, or the
   //    one a tile shorter.
   const void* map = ntiles == a.max_tiles_per_cta ? &a.weight_map : &a.weight_map_short;
