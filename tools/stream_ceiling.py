@@ -740,80 +740,125 @@ def run(args) -> dict:
     }
 
 
-def chain_buffers(setup: "Setup", shapes, max_m: int):
-    """The chain kernel's device buffers for `shapes` up to max_m tokens: the activations (random
-    bf16 bits, never zeros; a NaN pattern is only a bit pattern to these kernels), then one uint32 a
-    CTA for the weight and the activation checksums, then the M x N bf16 output spread over the grid."""
-    device, sms = setup.device, setup.sms
-    max_k, max_n = max(k for _, k in shapes), max(n for n, _ in shapes)
-    act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=setup.generator)
-    act = act.to(torch.int16)
-    out = torch.zeros(sms, dtype=torch.int32, device=device)
-    act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
-    outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32, device=device)
-    return act, out, act_fold, outputs
+class ChainRig:
+    """The chain kernel's device buffers for `shapes` up to max_m tokens and one way to check and time
+    a chain variant with them (--chain and --chain-mma): the activations (random bf16 bits, never
+    zeros; a NaN pattern is only a bit pattern to these kernels), one uint32 a CTA for the weight and
+    the activation checksums, the M x N bf16 output spread over the grid, and with `stamped` thread
+    0's stamps of every launch of a replay (CHAIN_STAMPS words a CTA)."""
+
+    def __init__(self, setup: "Setup", shapes, max_m: int, stamped: bool = False):
+        import numpy as np
+
+        self.setup = setup
+        device, sms = setup.device, setup.sms
+        max_k, max_n = max(k for _, k in shapes), max(n for n, _ in shapes)
+        act = torch.randint(0, 2 ** 16, (max_m * max_k,), dtype=torch.int32, device=device, generator=setup.generator)
+        self.act = act.to(torch.int16)
+        self.act_source = self.act.clone()  # what --after copy writes into the activations before every launch
+        self.act_words = self.act.cpu().numpy().view("<u4")
+        self.out = torch.zeros(sms, dtype=torch.int32, device=device)
+        self.act_fold = torch.zeros(sms, dtype=torch.int32, device=device)
+        self.outputs = torch.zeros(sms * (-(-(max_m * max_n * 2) // (16 * sms))) * 4, dtype=torch.int32,
+                                   device=device)
+        max_copies = max(copies for *_, copies in setup.plan)
+        self.stamps = (torch.zeros(max_copies * sms * CHAIN_STAMPS, dtype=torch.int64, device=device)
+                       if stamped else None)
+        self.no_fold = np.zeros(sms, dtype=np.uint32)
+
+    def weight_fold(self, words, nbytes: int):
+        """Every CTA's expected weight checksum for one weight copy (`words`): the bulk variant's
+        slices and copies, which the chain's are."""
+        return expected_fold(Variant("bulk", {"chunk": CHAIN_CHUNK}), words, nbytes, self.setup.sms)
+
+    def measure(self, v: Variant, n: int, k: int, m: int, nbytes: int, stride: int, copies: int, weight_fold,
+                replays: int, after: str = "none"):
+        """Variant v on the shape's rotated copies at M = m, checked once eagerly (its weight and
+        activation checksums against the host's: `weight_fold` where its CTA streams, else 0), then
+        timed as bench times the fused op: (geometry, us, checksums ok, the last replay's stamps as
+        [copies, grid, CHAIN_STAMPS] or None). after == "copy": a copy kernel writes the activations
+        before every launch."""
+        import numpy as np
+
+        sms, pool = self.setup.sms, self.setup.pool
+        g = chain_geometry(v, n, k, m, nbytes, sms)
+        mod = v.params.get("stream_mod", 1)
+        want_w = (np.where(np.arange(sms) % mod == 0, weight_fold, 0).astype(np.uint32) if v.params["weight"]
+                  else self.no_fold)
+        want_a = (expected_act_fold(self.act_words, m, k, sms, g["act_split"]) if v.params["activations"]
+                  else self.no_fold)
+        for buffer in (self.out, self.act_fold) + ((self.stamps,) if self.stamps is not None else ()):
+            buffer.zero_()
+        stamp_bytes = sms * CHAIN_STAMPS * 8  # one launch's
+
+        def launch(i):
+            if after == "copy":  # a kernel that does not launch its dependents early writes the activations
+                self.act.copy_(self.act_source)
+            self.setup.kernels.launch_chain(
+                v, pool.data_ptr() + i * stride, nbytes, self.out.data_ptr(), self.act.data_ptr(), m, k,
+                self.outputs.data_ptr(), self.act_fold.data_ptr(), g,
+                self.stamps.data_ptr() + i * stamp_bytes if self.stamps is not None else None)
+        us, fold_ok = check_then_time(
+            launch, lambda: ((self.out.cpu().numpy().view("<u4") == want_w).all()
+                             and (self.act_fold.cpu().numpy().view("<u4") == want_a).all()),
+            f"{v.name} on N={n} K={k} M={m}", copies, replays)
+        stamps = None
+        if self.stamps is not None:
+            torch.cuda.synchronize()
+            stamps = self.stamps[:copies * sms * CHAIN_STAMPS].view(copies, sms, CHAIN_STAMPS).cpu().numpy()
+        return g, us, fold_ok, stamps
+
+
+def point_row(n: int, k: int, m: int, variant: str, kind: str, params: dict, us: float, copy_tbps: float,
+              copies: int, fold_ok=None, pdl: int = 1) -> dict:
+    """One measured point of the chain modes, against bench's floor (op_bytes) at the run's copy rate."""
+    from sglang_fp8ext.bench import op_bytes
+
+    floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+    return {"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": variant, "kind": kind,
+            "params": params, "pdl": pdl, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
+            "fold_ok": fold_ok, "copies": copies}
 
 
 def run_chain(args) -> dict:
     """--chain: every chain variant at every M of CHAIN_MS on the Qwen shapes, each checked once
     eagerly (its weight and activation checksums against the host's), then timed as bench times
     the fused op; the fused op's own plan at the same points; floors as bench's (op_bytes)."""
-    import numpy as np
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit
 
     variants = chain_variants()
     setup = Setup()
     device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
-    plan, pool = setup.plan, setup.pool
-    act, out, act_fold, outputs = chain_buffers(setup, QWEN_TP4_SHAPES, max(CHAIN_MS))
-    act_words = act.cpu().numpy().view("<u4")
-    no_fold = np.zeros(sms, dtype=np.uint32)
-    chain_chunks = Variant("bulk", {"chunk": CHAIN_CHUNK})  # the chain's weight slices and copies: the bulk variant's
+    rig = ChainRig(setup, QWEN_TP4_SHAPES, max(CHAIN_MS))
 
     rows = []
-    total, done = len(plan) * len(CHAIN_MS) * len(variants), 0
+    total, done = len(setup.plan) * len(CHAIN_MS) * len(variants), 0
     started = time.monotonic()
-    for n, k, nbytes, stride, copies in plan:
-        words = pool[:nbytes].cpu().numpy().view("<u4")
+    for n, k, nbytes, stride, copies in setup.plan:
+        words = setup.pool[:nbytes].cpu().numpy().view("<u4")
+        weight_fold = rig.weight_fold(words, nbytes)
         for m in CHAIN_MS:
-            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             for v in variants:
                 done += 1
-                g = chain_geometry(v, n, k, m, nbytes, sms)
-                want_w = expected_fold(chain_chunks, words, nbytes, sms) if v.params["weight"] else no_fold
-                want_a = expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"] else no_fold
-                out.zero_()
-                act_fold.zero_()
-                us, fold_ok = check_then_time(
-                    lambda i, v=v, g=g: kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(),
-                                                             act.data_ptr(), m, k, outputs.data_ptr(),
-                                                             act_fold.data_ptr(), g),
-                    lambda: ((out.cpu().numpy().view("<u4") == want_w).all()
-                             and (act_fold.cpu().numpy().view("<u4") == want_a).all()),
-                    f"{v.name} on N={n} K={k} M={m}", copies, args.replays)
-                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": v.name,
-                             "kind": v.kind, "params": {**v.params, **g}, "pdl": v.pdl, "us": us,
-                             "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
-                             "copies": copies})
-                progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us (floor/us {floor_us / us:.3f})")
+                g, us, fold_ok, _ = rig.measure(v, n, k, m, nbytes, stride, copies, weight_fold, args.replays)
+                rows.append(point_row(n, k, m, v.name, v.kind, {**v.params, **g}, us, copy_tbps, copies, fold_ok,
+                                      v.pdl))
+                progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us "
+                         f"(floor/us {rows[-1]['floor_over_us']:.3f})")
             for ref in CHAIN_BULK_REFERENCES:
                 want = expected_fold(ref, words, nbytes, sms)
-                out.zero_()
+                rig.out.zero_()
                 us, fold_ok = check_then_time(
-                    lambda i, ref=ref: kernels.launch(ref, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), sms),
-                    lambda: (out.cpu().numpy().view("<u4") == want).all(),
+                    lambda i, ref=ref: kernels.launch(ref, setup.pool.data_ptr() + i * stride, nbytes,
+                                                      rig.out.data_ptr(), sms),
+                    lambda: (rig.out.cpu().numpy().view("<u4") == want).all(),
                     f"{ref.name} on N={n} K={k}", copies, args.replays)
-                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False),
-                             "variant": ref.name + " (reference)", "kind": ref.kind, "params": dict(ref.params),
-                             "pdl": 1, "us": us, "floor_us": floor_us, "floor_over_us": floor_us / us,
-                             "fold_ok": fold_ok, "copies": copies})
+                rows.append(point_row(n, k, m, ref.name + " (reference)", ref.kind, dict(ref.params), us, copy_tbps,
+                                      copies, fold_ok))
         del words
         points = [(m, name, config) for name, config in CHAIN_FUSED for m in CHAIN_MS]
-        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device):
-            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
-            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
-                         "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
-                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
+        rows += [point_row(n, k, m, name, "fused", {"M": m}, us, copy_tbps, copies)
+                 for m, name, _, us in time_fused(n, k, points, copies, args.replays, device)]
     progress(f"measured {total} chain points in {time.monotonic() - started:.1f} s")
     setup.close()  # (the buffers above go with this frame)
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
@@ -824,67 +869,33 @@ def run_chain_mma(args) -> dict:
     """--chain-mma (session 30): chain_mma_variants at CHAIN_MMA_MS on the Qwen shapes, each checked
     once eagerly as --chain's, timed as bench times the fused op, then the stamps of the last replay
     summarized (summarize_chain_stamps); the fused op's own plan at the same points."""
-    import numpy as np
-    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, op_bytes
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit
 
     variants = chain_mma_variants()
     setup = Setup()
-    device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
-    plan, pool = setup.plan, setup.pool
-    act, out, act_fold, outputs = chain_buffers(setup, QWEN_TP4_SHAPES, max(CHAIN_MMA_MS))
-    act_source = act.clone()  # what --after copy writes into the activations before every launch
-    max_copies = max(copies for *_, copies in plan)
-    stamps = torch.zeros(max_copies * sms * CHAIN_STAMPS, dtype=torch.int64, device=device)
-    stamp_bytes = sms * CHAIN_STAMPS * 8  # one launch's
-    act_words = act.cpu().numpy().view("<u4")
-    no_fold = np.zeros(sms, dtype=np.uint32)
-    chain_chunks = Variant("bulk", {"chunk": CHAIN_CHUNK})
+    device, sms, copy_tbps = setup.device, setup.sms, setup.copy_tbps
+    rig = ChainRig(setup, QWEN_TP4_SHAPES, max(CHAIN_MMA_MS), stamped=True)
 
     rows = []
-    total, done = len(plan) * len(CHAIN_MMA_MS) * len(variants), 0
-    for n, k, nbytes, stride, copies in plan:
-        words = pool[:nbytes].cpu().numpy().view("<u4")
-        all_w = expected_fold(chain_chunks, words, nbytes, sms)
+    total, done = len(setup.plan) * len(CHAIN_MMA_MS) * len(variants), 0
+    for n, k, nbytes, stride, copies in setup.plan:
+        weight_fold = rig.weight_fold(setup.pool[:nbytes].cpu().numpy().view("<u4"), nbytes)
         for m in CHAIN_MMA_MS:
-            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             for v in variants:
                 done += 1
-                g = chain_geometry(v, n, k, m, nbytes, sms)
-                mod = v.params.get("stream_mod", 1)
-                want_w = np.where(np.arange(sms) % mod == 0, all_w, 0).astype(np.uint32) if v.params["weight"] else no_fold
-                want_a = expected_act_fold(act_words, m, k, sms, g["act_split"]) if v.params["activations"] else no_fold
-                out.zero_()
-                act_fold.zero_()
-                stamps.zero_()
-
-                def launch(i, v=v, g=g):
-                    if args.after == "copy":  # a kernel that does not launch its dependents early writes the activations
-                        act.copy_(act_source)
-                    kernels.launch_chain(v, pool.data_ptr() + i * stride, nbytes, out.data_ptr(), act.data_ptr(), m, k,
-                                         outputs.data_ptr(), act_fold.data_ptr(), g, stamps.data_ptr() + i * stamp_bytes)
-                us, fold_ok = check_then_time(
-                    launch, lambda: ((out.cpu().numpy().view("<u4") == want_w).all()
-                                     and (act_fold.cpu().numpy().view("<u4") == want_a).all()),
-                    f"{v.name} on N={n} K={k} M={m}", copies, args.replays)
-                torch.cuda.synchronize()
-                st = stamps[:copies * sms * CHAIN_STAMPS].view(copies, sms, CHAIN_STAMPS).cpu().numpy()
-                summary = summarize_chain_stamps(st, mod)
-                rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": v.name,
-                             "kind": v.kind, "params": {**v.params, **g}, "pdl": v.pdl, "us": us,
-                             "floor_us": floor_us, "floor_over_us": floor_us / us, "fold_ok": fold_ok,
-                             "copies": copies, "stamps": summary})
+                g, us, fold_ok, stamps = rig.measure(v, n, k, m, nbytes, stride, copies, weight_fold, args.replays,
+                                                     args.after)
+                summary = summarize_chain_stamps(stamps, v.params.get("stream_mod", 1))
+                rows.append({**point_row(n, k, m, v.name, v.kind, {**v.params, **g}, us, copy_tbps, copies, fold_ok,
+                                         v.pdl), "stamps": summary})
                 progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us, SM clock "
                          f"{summary['sm_clock_mhz']:.0f} MHz, loads {summary['activation_latency_us']:.2f} us")
-        del words
         points = [(m, "fused default", None) for m in CHAIN_MMA_MS]
         if args.after == "none":
             points += [(m, f"fused default, {CHAIN_FUSED_ROUNDS * copies} calls a graph", CHAIN_FUSED_ROUNDS)
                        for m in CHAIN_MMA_MS]
-        for m, name, _, us in time_fused(n, k, points, copies, args.replays, device, args.after):
-            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
-            rows.append({"N": n, "K": k, "M": m, "bytes": op_bytes(n, k, m, False), "variant": name, "kind": "fused",
-                         "params": {"M": m}, "pdl": 1, "us": us, "floor_us": floor_us,
-                         "floor_over_us": floor_us / us, "fold_ok": None, "copies": copies})
+        rows += [point_row(n, k, m, name, "fused", {"M": m}, us, copy_tbps, copies)
+                 for m, name, _, us in time_fused(n, k, points, copies, args.replays, device, args.after)]
     setup.close()
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
             "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays,
