@@ -25,21 +25,35 @@ def markdown_files():
     return sorted(f for f in files if os.path.isfile(f))
 
 
-def broken_links(path):
+def broken_links(path, root=ROOT):
+    """Relative link targets of `path` that do not exist. Targets outside `root` (the README's link to
+    the project's shared SPEC.md, beside the repository) are not this repository's to check."""
     base = os.path.dirname(path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    targets = (m.group(1) for m in LINK.finditer(text))
-    return [t for t in targets if "://" not in t and not t.startswith("mailto:")
-            and not os.path.exists(os.path.normpath(os.path.join(base, t)))]
+    broken = []
+    for m in LINK.finditer(text):
+        target = m.group(1)
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        resolved = os.path.normpath(os.path.join(base, target))
+        if os.path.commonpath([resolved, os.path.normpath(root)]) != os.path.normpath(root):
+            continue
+        if not os.path.exists(resolved):
+            broken.append(target)
+    return broken
 
 
 def test_broken_links_finds_a_missing_target(tmp_path):
-    """The checker itself: a link to a missing file is reported, one to a present file is not."""
-    (tmp_path / "present.json").write_text("{}")
-    doc = tmp_path / "doc.md"
-    doc.write_text("see [a](present.json), [b](missing.json#x), [c](https://example.org/x) and [d](#local)\n")
-    assert broken_links(str(doc)) == ["missing.json"]
+    """The checker itself: a link to a missing file is reported; one to a present file, a URL, an
+    anchor and a target outside the root are not."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "present.json").write_text("{}")
+    doc = root / "doc.md"
+    doc.write_text("see [a](present.json), [b](missing.json#x), [c](https://example.org/x), [d](#local) "
+                   "and [e](../outside/SPEC.md)\n")
+    assert broken_links(str(doc), root=str(root)) == ["missing.json"]
 
 
 @pytest.mark.parametrize("path", markdown_files(), ids=lambda p: os.path.relpath(p, ROOT))
