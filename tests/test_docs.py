@@ -34,7 +34,7 @@ def broken_links(path, root=ROOT):
     broken = []
     for m in LINK.finditer(text):
         target = m.group(1)
-        if "://" in target or target.startswith("mailto:"):
+        if "://" in target:  # a URL
             continue
         resolved = os.path.normpath(os.path.join(base, target))
         if os.path.commonpath([resolved, os.path.normpath(root)]) != os.path.normpath(root):
