@@ -351,6 +351,27 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
     assert "activation_latency_streaming_us" not in sc.summarize_chain_stamps(st)
 
 
+def test_stream_ceiling_chain_consume_variants():
+    """tools/stream_ceiling.py --chain-consume (session 32): 7 variants with distinct names, the
+    consumption only in the counts the kernel has instances for (1 or 2 rounds a chunk, never with
+    the bursts at entry or after the landing, 256 threads); one round, 2 warpgroups x 8 m64n8k32
+    (64 rows x 32 bytes of A each), reads a 32 KB chunk exactly once; the fused configs request every
+    copy at entry (field 3, tiles_per_block) and take out the activations and the epilogue (2 + 4)."""
+    sc = load_tool("stream_ceiling")
+    variants = sc.chain_consume_variants()
+    assert len({v.name for v in variants}) == len(variants) == 7
+    rounds = [v.params.get("mma_consume", 0) for v in variants]
+    assert sorted(rounds) == [0, 0, 0, 1, 1, 2, 2]
+    for v in variants:
+        p = v.params
+        assert p["threads"] == 256
+        assert not p.get("mma_consume", 0) or (p.get("mma_entry", 0), p.get("mma_tail", 0)) == (0, 0)
+    assert 2 * 8 * 64 * 32 == sc.CHAIN_CHUNK
+    configs = dict(sc.CHAIN_CONSUME_FUSED)
+    assert all(c[2] == 64 and c[0] == c[1] == c[3] == 0 for c in configs.values())
+    assert sorted(c[4] for c in configs.values()) == [0, 2 | 4]
+
+
 def test_stream_ceiling_chain_activation_fold_matches_the_kernels_walk():
     """The chain kernel's activation checksum as the host expects it equals one taken by walking
     the kernel's own indexing: thread t of 256 loads slice units t, t + 256, ... (unit u is row

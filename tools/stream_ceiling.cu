@@ -632,7 +632,12 @@ constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 // THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?)
 // MMA_ENTRY / MMA_TAIL (session 30, 256 threads only): rounds of 8 wgmma per warpgroup issued at
 // entry (before griddepcontrol.wait) / once everything has landed (before the output), on garbage.
-template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0>
+// MMA_CONSUME (session 32, 256 threads only): once every thread's activation loads are in (a
+// barrier, as a kernel's quantized activations need), both warpgroups wait for each chunk in turn
+// and issue MMA_CONSUME rounds of 8 wgmma on it (1: 16 m64n8k32 a 32 KB chunk, every weight byte
+// read once as wgmma's A; 2: twice that) before the next: a GEMM that consumes its share as it
+// lands, without its data dependences (the operands are garbage, as the bursts').
+template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0>
 __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
                                                                uint32_t* __restrict__ out, const ChainShare cs) {
   constexpr int kChainThreads = THREADS;
@@ -732,7 +737,23 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   }
 
   // The output needs the whole share: thread 0 waits for every chunk (folding each one's first word).
-  if (threadIdx.x == 0) {
+  if constexpr (MMA_CONSUME > 0) {
+    static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
+    __syncthreads();  // every thread's activation loads have returned
+    uint32_t acc = 0;
+    for (int c = 0; c < chunks; ++c) {
+      mbar_wait(bar_base + 8u * uint32_t(c), 0);
+      if (threadIdx.x == 0) {  // (its stamp: when thread 0 got past chunk c, after the bursts on the earlier ones)
+        acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
+        if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
+      }
+      burst_fold ^= chain_wgmma_burst<MMA_CONSUME>(burst_base);
+    }
+    if (threadIdx.x == 0) {
+      weight_fold = acc;
+      if (stamp) stamps[kStampLanded] = chain_timer_ns_after(acc ^ burst_fold);  // the last burst is done
+    }
+  } else if (threadIdx.x == 0) {
     uint32_t acc = 0;
     for (int c = 0; c < chunks; ++c) {
       mbar_wait(bar_base + 8u * uint32_t(c), 0);
@@ -935,11 +956,12 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // hold one uint32 a CTA. Session 30: only CTAs b with b % stream_mod == 0 read weight; `stamps`
 // (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0, 1,
 // 2 or 4; with a tail, 0 or 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after
-// the last landing (256 threads).
+// the last landing (256 threads). Session 32: mma_consume (0, 1 or 2; not with the others) rounds of 8
+// wgmma a warpgroup on each chunk as it lands, once the activations are in (256 threads).
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
-                         int mma_tail, int pdl, void* stream) {
+                         int mma_tail, int mma_consume, int pdl, void* stream) {
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
       chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kPaced ||
       (late_order == kPaced && (early < 1 || threads != 256)) ||
@@ -948,7 +970,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
       (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 ||
       !((mma_entry == 0 || mma_entry == 1 || mma_entry == 2 || mma_entry == 4) && (mma_tail == 0 || mma_tail == 1)) ||
       (mma_entry != 0 && mma_entry != 2 && mma_tail != 0) ||
-      (mma_entry + mma_tail > 0 && threads != 256))
+      !(mma_consume >= 0 && mma_consume <= 2) || (mma_consume > 0 && mma_entry + mma_tail > 0) ||
+      (mma_entry + mma_tail + mma_consume > 0 && threads != 256))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
   if (act != nullptr) {
@@ -963,7 +986,7 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   const long long chunks = (largest_share + chunk - 1) / chunk;
   if (chunks > kMaxStages || chunks * chunk > kMaxRingBytes) return int(cudaErrorInvalidValue);
   // the wgmma bursts read 64 KB + 1 KB past a 1024-byte aligned start inside the ring
-  const long long burst_smem = mma_entry + mma_tail > 0 ? 68 * 1024 : 0;
+  const long long burst_smem = mma_entry + mma_tail + mma_consume > 0 ? 68 * 1024 : 0;
   const size_t smem = size_t(max(max(chunks * chunk, (long long)min_smem), burst_smem));
   if (threads != 32 && threads != 256) return int(cudaErrorInvalidValue);
   ChainShare cs;
@@ -994,6 +1017,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   if (mma_entry == 2) return launch(stream_chain_kernel<256, 2, 0>);
   if (mma_entry == 4) return launch(stream_chain_kernel<256, 4, 0>);
   if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
+  if (mma_consume == 1) return launch(stream_chain_kernel<256, 0, 0, 1>);
+  if (mma_consume == 2) return launch(stream_chain_kernel<256, 0, 0, 2>);
   return launch(stream_chain_kernel<256>);
 }
 

@@ -14,7 +14,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
     python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
-        --split-free | --chain | --chain-mma] [--replays 20]
+        --split-free | --chain | --chain-mma | --chain-consume] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -46,6 +46,12 @@ CTA streaming, and records thread 0's SM clock and global-timer stamps in every 
 how long do the first activation loads take with the share in flight, part of it, or none, and when
 does each chunk land? `--after copy` puts a copy kernel that writes the activations before every
 launch (a decode step's order).
+--chain-consume (session 32) multiplies the chain's share as it lands: once the activations are in,
+both warpgroups wait for each 32 KB chunk in turn and issue 16 (every weight byte read once as
+wgmma's A) or 32 m64n8k32 on it (chain_consume_variants), whole share at entry or the fused kernel's
+order, at M = 1, 8, 16, beside the fused op with every copy at entry and with only its stream and
+MMAs (flag 6): how close can a design that consumes its share as it lands get, before quantization,
+block scales and a K split's exchange? (`--after copy` too.)
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -136,6 +142,8 @@ class Variant:
                 text += f", {8 * p['mma_entry']} wgmma a warpgroup at entry"
             if p.get("mma_tail", 0):
                 text += f", {8 * p['mma_tail']} wgmma a warpgroup after the landing"
+            if p.get("mma_consume", 0):
+                text += f", consumed as it lands ({16 * p['mma_consume']} wgmma a {CHAIN_CHUNK // KIB} KB chunk)"
         else:
             text = (f"bulk chunk={p['chunk'] // KIB}K ring={p['chunk'] * p['stages'] // KIB}K "
                     f"ctas/SM={p['ctas_per_sm']}")
@@ -333,6 +341,33 @@ def chain_mma_variants() -> List[Variant]:
     return variants
 
 
+# Session 32 (--chain-consume): the chain with a GEMM's tensor work spread over its share as it
+# lands (stream_chain_kernel's MMA_CONSUME): 16 m64n8k32 a 32 KB chunk is every weight byte read
+# once as wgmma's A operand (the fused kernel's 5-tile CTAs read theirs 1.6 times: two windows over
+# 5 tiles), 32 twice. How close to the floor can a one-CTA-an-SM design that streams its share and
+# multiplies it as it lands get, before quantization, block scales and a K split's exchange?
+CHAIN_CONSUME_MS = (1, 8, 16)
+# the fused op beside them: its own plan, every copy at entry, and every copy at entry with neither
+# the activations nor the epilogue (flags 2 + 4: the stream and the MMAs alone; garbage output)
+CHAIN_CONSUME_FUSED = [("fused every copy at entry", [0, 0, 64, 0, 0]),
+                       ("fused every copy at entry, stream and MMAs alone (flag 6)", [0, 0, 64, 0, 6])]
+
+
+def chain_consume_variants() -> List[Variant]:
+    """The whole share at entry and the fused kernel's order (half, the rest once the activation
+    loads are issued), each with nothing after the loads, consumed as it lands (16 or 32 wgmma a
+    chunk), and (the whole share) with session 30's 8 wgmma a warpgroup after the last landing."""
+    def chain(weight, early, late_order, activations, **extra):
+        return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
+                                 "activations": activations, "min_smem": CHAIN_MIN_SMEM, "threads": 256,
+                                 "outputs": 1, "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1,
+                                 **extra})
+    variants = []
+    for key in ((1, "all", 0, 1), (1, "half", 1, 1)):
+        variants += [chain(*key), chain(*key, mma_consume=1), chain(*key, mma_consume=2)]
+    return variants + [chain(1, "all", 0, 1, mma_tail=1)]
+
+
 def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_SKIP) -> dict:
     """Thread 0's stamps of every CTA of every launch of one graph replay (stamps: [launches, grid,
     CHAIN_STAMPS] int64, stream_ceiling.cu's ChainStamp order), launches from `skip` on: medians over
@@ -498,7 +533,7 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
-        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, p]
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, i, p]
         lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -539,7 +574,7 @@ class Kernels:
                                              g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK,
                                              g["early"], p["late_order"], p["min_smem"], p.get("hold_cycles", 0),
                                              p.get("stream_mod", 1), stamps_ptr, p.get("mma_entry", 0),
-                                             p.get("mma_tail", 0), v.pdl, stream)
+                                             p.get("mma_tail", 0), p.get("mma_consume", 0), v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
     def blocks_per_sm(self, v: Variant) -> int:
@@ -865,22 +900,23 @@ def run_chain(args) -> dict:
             "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays, "rows": rows}
 
 
-def run_chain_mma(args) -> dict:
+def run_chain_mma(args, variants: Optional[List[Variant]] = None, ms=CHAIN_MMA_MS, fused_configs=()) -> dict:
     """--chain-mma (session 30): chain_mma_variants at CHAIN_MMA_MS on the Qwen shapes, each checked
     once eagerly as --chain's, timed as bench times the fused op, then the stamps of the last replay
-    summarized (summarize_chain_stamps); the fused op's own plan at the same points."""
+    summarized (summarize_chain_stamps); the fused op's own plan at the same points. --chain-consume
+    (session 32) passes its own variants, Ms and fused configs ([(name, config)])."""
     from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit
 
-    variants = chain_mma_variants()
+    variants = chain_mma_variants() if variants is None else variants
     setup = Setup()
     device, sms, copy_tbps = setup.device, setup.sms, setup.copy_tbps
-    rig = ChainRig(setup, QWEN_TP4_SHAPES, max(CHAIN_MMA_MS), stamped=True)
+    rig = ChainRig(setup, QWEN_TP4_SHAPES, max(ms), stamped=True)
 
     rows = []
-    total, done = len(setup.plan) * len(CHAIN_MMA_MS) * len(variants), 0
+    total, done = len(setup.plan) * len(ms) * len(variants), 0
     for n, k, nbytes, stride, copies in setup.plan:
         weight_fold = rig.weight_fold(setup.pool[:nbytes].cpu().numpy().view("<u4"), nbytes)
-        for m in CHAIN_MMA_MS:
+        for m in ms:
             for v in variants:
                 done += 1
                 g, us, fold_ok, stamps = rig.measure(v, n, k, m, nbytes, stride, copies, weight_fold, args.replays,
@@ -890,10 +926,11 @@ def run_chain_mma(args) -> dict:
                                          v.pdl), "stamps": summary})
                 progress(f"[{done}/{total}] N={n} K={k} M={m} {v.name}: {us:.2f} us, SM clock "
                          f"{summary['sm_clock_mhz']:.0f} MHz, loads {summary['activation_latency_us']:.2f} us")
-        points = [(m, "fused default", None) for m in CHAIN_MMA_MS]
-        if args.after == "none":
+        points = [(m, "fused default", None) for m in ms]
+        if args.after == "none" and not fused_configs:
             points += [(m, f"fused default, {CHAIN_FUSED_ROUNDS * copies} calls a graph", CHAIN_FUSED_ROUNDS)
-                       for m in CHAIN_MMA_MS]
+                       for m in ms]
+        points += [(m, name, config) for name, config in fused_configs for m in ms]
         rows += [point_row(n, k, m, name, "fused", {"M": m}, us, copy_tbps, copies)
                  for m, name, _, us in time_fused(n, k, points, copies, args.replays, device, args.after)]
     setup.close()
@@ -1051,8 +1088,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--chain-mma", action="store_true",
                         help="the chain with bursts of wgmma at entry or after the landing, and thread 0's clocks and "
                         "stamps: the SM clock and the activation loads' latency (session 30)")
+    parser.add_argument("--chain-consume", action="store_true",
+                        help="the chain with its share multiplied as it lands by wgmma (every byte read once, or "
+                        "twice), beside the fused op with every copy at entry (session 32)")
     parser.add_argument("--after", choices=["none", "copy"], default="none",
-                        help="--chain-mma: a copy kernel that writes the activations before every launch, as in a "
+                        help="--chain-mma / --chain-consume: a copy kernel that writes the activations before every launch, as in a "
                         "decode step (the times are the pair's)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
@@ -1069,9 +1109,14 @@ def main(argv: Optional[List[str]] = None) -> int:
               "machine). Nothing measured, nothing written.")
         return 0
 
-    if args.after != "none" and not args.chain_mma:
-        parser.error("--after applies to --chain-mma only")
+    if args.after != "none" and not (args.chain_mma or args.chain_consume):
+        parser.error("--after applies to --chain-mma and --chain-consume only")
     os.makedirs(args.out, exist_ok=True)
+    if args.chain_consume:
+        result = run_chain_mma(args, chain_consume_variants(), CHAIN_CONSUME_MS, CHAIN_CONSUME_FUSED)
+        print_chain_mma_tables(result)
+        write_result(args.out, "stream_ceiling.json", result)
+        return 0
     if args.chain_mma:
         result = run_chain_mma(args)
         print_chain_mma_tables(result)
