@@ -627,6 +627,20 @@ __device__ __forceinline__ uint32_t chain_wgmma_burst(uint32_t base) {
   return __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
 }
 
+// (Session 32) one group of ROUNDS x 8 wgmma m64n8k32 (SS) per warpgroup into `d`, committed but not
+// waited for: --chain-consume's work on one chunk, the next chunk's group issued while this one runs.
+template <int ROUNDS>
+__device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int chunk) {
+  using namespace sgl_fp8::sm90;
+  const uint32_t a_lo = smem_descriptor_sw128_lo(base), b_lo = smem_descriptor_sw128_lo(base + 64 * 1024);
+  wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 8 * ROUNDS; ++j)
+    wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + uint32_t(((chunk * 8 + j) % 32) * 512 / 16) + 2 * (j & 3)),
+                        smem_descriptor_sw128_from_lo(b_lo + 2 * (j & 3)), true);
+  wgmma_commit();
+}
+
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 
 // THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?)
@@ -635,9 +649,14 @@ constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 // MMA_CONSUME (session 32, 256 threads only): once every thread's activation loads are in (a
 // barrier, as a kernel's quantized activations need), both warpgroups wait for each chunk in turn
 // and issue MMA_CONSUME rounds of 8 wgmma on it (1: 16 m64n8k32 a 32 KB chunk, every weight byte
-// read once as wgmma's A; 2: twice that) before the next: a GEMM that consumes its share as it
-// lands, without its data dependences (the operands are garbage, as the bursts').
-template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0>
+// read once as wgmma's A; 2: twice that) in one commit group, keeping one group in flight while it
+// waits for the next chunk (a group waited for at once starts slowly: ~37 cycles an instruction for 8
+// against ~21 in a long run, session 26): a GEMM that consumes its share as it lands, without its
+// data dependences (the operands are garbage, as the bursts').
+// CONSUME_CHUNKS: the chunks a CTA's share takes (2 or 5 on the Qwen shapes), a compile-time count so
+// that the loop over them unrolls: a runtime loop with a group in flight across its back edge makes
+// ptxas serialize every wgmma (C7514; the tail CTA, with fewer chunks, issues the others' groups on garbage).
+template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0, int CONSUME_CHUNKS = 0>
 __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
                                                                uint32_t* __restrict__ out, const ChainShare cs) {
   constexpr int kChainThreads = THREADS;
@@ -741,14 +760,20 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
     __syncthreads();  // every thread's activation loads have returned
     uint32_t acc = 0;
-    for (int c = 0; c < chunks; ++c) {
-      mbar_wait(bar_base + 8u * uint32_t(c), 0);
-      if (threadIdx.x == 0) {  // (its stamp: when thread 0 got past chunk c, after the bursts on the earlier ones)
+    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
+    static_assert(CONSUME_CHUNKS > 0 && CONSUME_CHUNKS <= kMaxStages, "a compile-time chunk count");
+#pragma unroll
+    for (int c = 0; c < CONSUME_CHUNKS; ++c) {
+      if (c < chunks) mbar_wait(bar_base + 8u * uint32_t(c), 0);
+      if (threadIdx.x == 0 && c < chunks) {  // (its stamp: when thread 0 got past chunk c, its group on c - 2 done)
         acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
         if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
       }
-      burst_fold ^= chain_wgmma_burst<MMA_CONSUME>(burst_base);
+      chain_wgmma_group<MMA_CONSUME>(d, burst_base, c);
+      sgl_fp8::sm90::wgmma_wait<1>();
     }
+    sgl_fp8::sm90::wgmma_wait<0>();
+    burst_fold ^= __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
     if (threadIdx.x == 0) {
       weight_fold = acc;
       if (stamp) stamps[kStampLanded] = chain_timer_ns_after(acc ^ burst_fold);  // the last burst is done
@@ -957,7 +982,8 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0, 1,
 // 2 or 4; with a tail, 0 or 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after
 // the last landing (256 threads). Session 32: mma_consume (0, 1 or 2; not with the others) rounds of 8
-// wgmma a warpgroup on each chunk as it lands, once the activations are in (256 threads).
+// wgmma a warpgroup on each chunk as it lands, once the activations are in (256 threads; a share of 2 or 5
+// chunks).
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
@@ -1017,8 +1043,9 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   if (mma_entry == 2) return launch(stream_chain_kernel<256, 2, 0>);
   if (mma_entry == 4) return launch(stream_chain_kernel<256, 4, 0>);
   if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
-  if (mma_consume == 1) return launch(stream_chain_kernel<256, 0, 0, 1>);
-  if (mma_consume == 2) return launch(stream_chain_kernel<256, 0, 0, 2>);
+  if (mma_consume > 0 && chunks != 2 && chunks != 5) return int(cudaErrorInvalidValue);  // the instances' counts
+  if (mma_consume == 1) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 1, 2>) : launch(stream_chain_kernel<256, 0, 0, 1, 5>);
+  if (mma_consume == 2) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 2, 2>) : launch(stream_chain_kernel<256, 0, 0, 2, 5>);
   return launch(stream_chain_kernel<256>);
 }
 
