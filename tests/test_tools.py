@@ -352,21 +352,29 @@ def test_stream_ceiling_chain_mma_variants_and_stamp_summary():
 
 
 def test_stream_ceiling_chain_consume_variants():
-    """tools/stream_ceiling.py --chain-consume (session 32): 7 variants with distinct names, the
-    consumption only in the counts the kernel has instances for (1 or 2 rounds a chunk, never with
-    the bursts at entry or after the landing, 256 threads); one round, 2 warpgroups x 8 m64n8k32
-    (64 rows x 32 bytes of A each), reads a 32 KB chunk exactly once; the fused configs request every
-    copy at entry (field 3, tiles_per_block) and take out the activations and the epilogue (2 + 4)."""
+    """tools/stream_ceiling.py --chain-consume (session 32): 7 variants with distinct names, only in
+    the combinations the kernel has instances for (consumption 1 or 2 x 16 wgmma a chunk, never with
+    the bursts at entry or after the landing; 512 threads only with it); 16 m64n8k32 (64 rows x 32
+    bytes of A each) read a 32 KB chunk exactly once, and split evenly among 2 or 4 warpgroups; every
+    CTA's K slice of the activations a power of two of 16-byte units on the Qwen shapes; the fused
+    configs request every copy at entry (field 3, tiles_per_block) and take out the activations and
+    the epilogue (2 + 4)."""
     sc = load_tool("stream_ceiling")
     variants = sc.chain_consume_variants()
     assert len({v.name for v in variants}) == len(variants) == 7
-    rounds = [v.params.get("mma_consume", 0) for v in variants]
-    assert sorted(rounds) == [0, 0, 0, 1, 1, 2, 2]
+    assert sorted(v.params.get("mma_consume", 0) for v in variants) == [0, 0, 1, 1, 1, 1, 2]
     for v in variants:
         p = v.params
-        assert p["threads"] == 256
-        assert not p.get("mma_consume", 0) or (p.get("mma_entry", 0), p.get("mma_tail", 0)) == (0, 0)
-    assert 2 * 8 * 64 * 32 == sc.CHAIN_CHUNK
+        assert (p.get("mma_entry", 0), p.get("mma_tail", 0)) == (0, 0)
+        assert p["threads"] == 256 or (p["threads"] == 512 and p["mma_consume"] in (1, 2))
+        if p.get("mma_consume", 0):
+            assert (16 * p["mma_consume"]) % (p["threads"] // 128) == 0
+        for n, k in ((5120, 4096), (4608, 4096), (4096, 2048)):
+            g = sc.chain_geometry(v, n, k, 32, sc.weight_bytes(n, k), 132)
+            assert g["chunks"] in (2, 5)  # the consuming kernel's compile-time chunk counts
+            slice_units = 2 * k // 16 // g["act_split"]
+            assert slice_units & (slice_units - 1) == 0
+    assert 16 * 64 * 32 == sc.CHAIN_CHUNK
     configs = dict(sc.CHAIN_CONSUME_FUSED)
     assert all(c[2] == 64 and c[0] == c[1] == c[3] == 0 for c in configs.values())
     assert sorted(c[4] for c in configs.values()) == [0, 2 | 4]

@@ -627,29 +627,33 @@ __device__ __forceinline__ uint32_t chain_wgmma_burst(uint32_t base) {
   return __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
 }
 
-// (Session 32) one group of ROUNDS x 8 wgmma m64n8k32 (SS) per warpgroup into `d`, committed but not
-// waited for: --chain-consume's work on one chunk, the next chunk's group issued while this one runs.
-template <int ROUNDS>
-__device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int chunk) {
+// (Session 32) one group of COUNT wgmma m64n8k32 (SS) by warpgroup wg into `d`, committed but not
+// waited for: its share of --chain-consume's work on one chunk, the next chunk's group issued while
+// this one runs. Each instruction's A is its own 2 KB (64 rows x 32 bytes) within the first 24 KB.
+template <int COUNT>
+__device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int chunk, int wg) {
   using namespace sgl_fp8::sm90;
   const uint32_t a_lo = smem_descriptor_sw128_lo(base), b_lo = smem_descriptor_sw128_lo(base + 64 * 1024);
   wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < 8 * ROUNDS; ++j)
-    wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + uint32_t(((chunk * 8 + j) % 32) * 512 / 16) + 2 * (j & 3)),
+  for (int j = 0; j < COUNT; ++j) {
+    const uint32_t a_unit = uint32_t((chunk * 16 + wg * COUNT + j) % 48);  // 512-byte units: 16 bytes a descriptor step
+    wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + a_unit * 512 / 16 + 2 * (j & 3)),
                         smem_descriptor_sw128_from_lo(b_lo + 2 * (j & 3)), true);
+  }
   wgmma_commit();
 }
 
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 
-// THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?)
+// THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?), or 512
+// (session 32, with MMA_CONSUME only: 4 warpgroups, as the fused kernel's, the tensor pipe's full rate)
 // MMA_ENTRY / MMA_TAIL (session 30, 256 threads only): rounds of 8 wgmma per warpgroup issued at
 // entry (before griddepcontrol.wait) / once everything has landed (before the output), on garbage.
 // MMA_CONSUME (session 32, 256 threads only): once every thread's activation loads are in (a
 // barrier, as a kernel's quantized activations need), both warpgroups wait for each chunk in turn
-// and issue MMA_CONSUME rounds of 8 wgmma on it (1: 16 m64n8k32 a 32 KB chunk, every weight byte
-// read once as wgmma's A; 2: twice that) in one commit group, keeping one group in flight while it
+// issue MMA_CONSUME x 16 wgmma on it, shared among the warpgroups (1: 16 m64n8k32 a 32 KB chunk, every
+// weight byte read once as wgmma's A; 2: twice that), one commit group a warpgroup, keeping one group in flight while it
 // waits for the next chunk (a group waited for at once starts slowly: ~37 cycles an instruction for 8
 // against ~21 in a long run, session 26): a GEMM that consumes its share as it lands, without its
 // data dependences (the operands are garbage, as the bursts').
@@ -769,7 +773,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
         acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
         if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
       }
-      chain_wgmma_group<MMA_CONSUME>(d, burst_base, c);
+      chain_wgmma_group<16 * MMA_CONSUME / (THREADS / 128)>(d, burst_base, c, int(threadIdx.x) / 128);
       sgl_fp8::sm90::wgmma_wait<1>();
     }
     sgl_fp8::sm90::wgmma_wait<0>();
@@ -981,9 +985,9 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 // hold one uint32 a CTA. Session 30: only CTAs b with b % stream_mod == 0 read weight; `stamps`
 // (null or kChainStamps words a CTA) gets thread 0's clocks and times (ChainStamp); mma_entry (0, 1,
 // 2 or 4; with a tail, 0 or 2) and mma_tail (0 or 1) rounds of 8 wgmma a warpgroup at entry / after
-// the last landing (256 threads). Session 32: mma_consume (0, 1 or 2; not with the others) rounds of 8
-// wgmma a warpgroup on each chunk as it lands, once the activations are in (256 threads; a share of 2 or 5
-// chunks).
+// the last landing (256 threads). Session 32: mma_consume (0, 1 or 2; not with the others) x 16 wgmma
+// among the warpgroups on each chunk as it lands, once the activations are in (256 or 512 threads; a share
+// of 2 or 5 chunks).
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
@@ -997,7 +1001,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
       !((mma_entry == 0 || mma_entry == 1 || mma_entry == 2 || mma_entry == 4) && (mma_tail == 0 || mma_tail == 1)) ||
       (mma_entry != 0 && mma_entry != 2 && mma_tail != 0) ||
       !(mma_consume >= 0 && mma_consume <= 2) || (mma_consume > 0 && mma_entry + mma_tail > 0) ||
-      (mma_entry + mma_tail + mma_consume > 0 && threads != 256))
+      (mma_entry + mma_tail > 0 && threads != 256) || (mma_consume > 0 && threads != 256 && threads != 512) ||
+      (threads == 512 && mma_consume == 0))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
   if (act != nullptr) {
@@ -1014,7 +1019,7 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   // the wgmma bursts read 64 KB + 1 KB past a 1024-byte aligned start inside the ring
   const long long burst_smem = mma_entry + mma_tail + mma_consume > 0 ? 68 * 1024 : 0;
   const size_t smem = size_t(max(max(chunks * chunk, (long long)min_smem), burst_smem));
-  if (threads != 32 && threads != 256) return int(cudaErrorInvalidValue);
+  if (threads != 32 && threads != 256 && threads != 512) return int(cudaErrorInvalidValue);
   ChainShare cs;
   cs.act = static_cast<const uint4*>(act);
   cs.m = act != nullptr ? m : 0;
@@ -1044,6 +1049,10 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   if (mma_entry == 4) return launch(stream_chain_kernel<256, 4, 0>);
   if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
   if (mma_consume > 0 && chunks != 2 && chunks != 5) return int(cudaErrorInvalidValue);  // the instances' counts
+  if (threads == 512) {
+    if (mma_consume == 1) return chunks == 2 ? launch(stream_chain_kernel<512, 0, 0, 1, 2>) : launch(stream_chain_kernel<512, 0, 0, 1, 5>);
+    return chunks == 2 ? launch(stream_chain_kernel<512, 0, 0, 2, 2>) : launch(stream_chain_kernel<512, 0, 0, 2, 5>);
+  }
   if (mma_consume == 1) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 1, 2>) : launch(stream_chain_kernel<256, 0, 0, 1, 5>);
   if (mma_consume == 2) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 2, 2>) : launch(stream_chain_kernel<256, 0, 0, 2, 5>);
   return launch(stream_chain_kernel<256>);

@@ -47,11 +47,12 @@ how long do the first activation loads take with the share in flight, part of it
 does each chunk land? `--after copy` puts a copy kernel that writes the activations before every
 launch (a decode step's order).
 --chain-consume (session 32) multiplies the chain's share as it lands: once the activations are in,
-both warpgroups wait for each 32 KB chunk in turn and issue 16 (every weight byte read once as
-wgmma's A) or 32 m64n8k32 on it (chain_consume_variants), whole share at entry or the fused kernel's
-order, at M = 1, 8, 16, beside the fused op with every copy at entry and with only its stream and
-MMAs (flag 6): how close can a design that consumes its share as it lands get, before quantization,
-block scales and a K split's exchange? (`--after copy` too.)
+the warpgroups (2 or 4) wait for each 32 KB chunk in turn and issue 16 (every weight byte read once
+as wgmma's A) or 32 m64n8k32 on it among them (chain_consume_variants), whole share at entry or the
+fused kernel's order, K/2 or K/4 of the activations a CTA, at the 15 bench points, beside the fused
+op with every copy at entry and with only its stream and MMAs (flag 6): how close can a design that
+consumes its share as it lands get, before quantization, block scales and a K split's exchange?
+(`--after copy` too.)
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
@@ -346,7 +347,7 @@ def chain_mma_variants() -> List[Variant]:
 # once as wgmma's A operand (the fused kernel's 5-tile CTAs read theirs 1.6 times: two windows over
 # 5 tiles), 32 twice. How close to the floor can a one-CTA-an-SM design that streams its share and
 # multiplies it as it lands get, before quantization, block scales and a K split's exchange?
-CHAIN_CONSUME_MS = (1, 8, 16)
+CHAIN_CONSUME_MS = CHAIN_MS  # the 15 bench points
 # the fused op beside them: its own plan, every copy at entry, and every copy at entry with neither
 # the activations nor the epilogue (flags 2 + 4: the stream and the MMAs alone; garbage output)
 CHAIN_CONSUME_FUSED = [("fused every copy at entry", [0, 0, 64, 0, 0]),
@@ -354,18 +355,19 @@ CHAIN_CONSUME_FUSED = [("fused every copy at entry", [0, 0, 64, 0, 0]),
 
 
 def chain_consume_variants() -> List[Variant]:
-    """The whole share at entry and the fused kernel's order (half, the rest once the activation
-    loads are issued), each with nothing after the loads, consumed as it lands (16 or 32 wgmma a
-    chunk), and (the whole share) with session 30's 8 wgmma a warpgroup after the last landing."""
-    def chain(weight, early, late_order, activations, **extra):
-        return Variant("chain", {"weight": weight, "early": early, "late_order": late_order,
-                                 "activations": activations, "min_smem": CHAIN_MIN_SMEM, "threads": 256,
-                                 "outputs": 1, "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1,
-                                 **extra})
-    variants = []
-    for key in ((1, "all", 0, 1), (1, "half", 1, 1)):
-        variants += [chain(*key), chain(*key, mma_consume=1), chain(*key, mma_consume=2)]
-    return variants + [chain(1, "all", 0, 1, mma_tail=1)]
+    """The whole share at entry with nothing after the loads (K/2 or K/4 of the activations a CTA, as
+    the fused kernel's K splits of 2 and 4); consumed as it lands, read once, by 2 or 4 warpgroups
+    (4: also with K/4, and in the fused kernel's order: half at entry, the rest once the activation
+    loads are issued); read twice by 4 warpgroups (the fused kernel's 5-tile CTAs read theirs 1.6
+    times)."""
+    def chain(early, late_order, threads=512, **extra):
+        return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
+                                 "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
+                                 "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
+    return [chain("all", 0, 256), chain("all", 0, 256, act_split=4),
+            chain("all", 0, 256, mma_consume=1), chain("all", 0, mma_consume=1),
+            chain("all", 0, mma_consume=1, act_split=4), chain("half", 1, mma_consume=1),
+            chain("all", 0, mma_consume=2)]
 
 
 def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_SKIP) -> dict:
