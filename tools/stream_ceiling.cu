@@ -629,7 +629,11 @@ __device__ __forceinline__ uint32_t chain_wgmma_burst(uint32_t base) {
 
 // (Session 32) one group of COUNT wgmma m64n8k32 (SS) by warpgroup wg into `d`, committed but not
 // waited for: its share of --chain-consume's work on one chunk, the next chunk's group issued while
-// this one runs. Each instruction's A is its own 2 KB (64 rows x 32 bytes) within the first 24 KB.
+// this one runs. A 32 KB chunk is four 8 KB tiles of 64 rows x 128 bytes (a 128-byte swizzle atom
+// of 8 rows every 1 KB, as the fused kernel's tensor copies lay a window out), each read in 4 K
+// steps of 32 bytes: instruction g = wg * COUNT + j of the chunk's 16 x reads takes tile g / 4 % 4,
+// K step g % 4. The tiles cycle through 16 x 8 KB from `base` (1024-byte aligned), as the chunks
+// would through a ring; B is 1 KB at base + 64 KB.
 template <int COUNT>
 __device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int chunk, int wg) {
   using namespace sgl_fp8::sm90;
@@ -637,9 +641,10 @@ __device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int 
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < COUNT; ++j) {
-    const uint32_t a_unit = uint32_t((chunk * 16 + wg * COUNT + j) % 48);  // 512-byte units: 16 bytes a descriptor step
-    wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + a_unit * 512 / 16 + 2 * (j & 3)),
-                        smem_descriptor_sw128_from_lo(b_lo + 2 * (j & 3)), true);
+    const int g = wg * COUNT + j;
+    const uint32_t tile = uint32_t((chunk * 4 + g / 4 % 4) % 16), k_step = uint32_t(g % 4);
+    wgmma_m64n8k32_e4m3(d, smem_descriptor_sw128_from_lo(a_lo + tile * 8192 / 16 + 2 * k_step),
+                        smem_descriptor_sw128_from_lo(b_lo + 2 * k_step), true);
   }
   wgmma_commit();
 }
@@ -675,7 +680,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   unsigned long long* stamps = cs.stamps != nullptr ? cs.stamps + (size_t)blockIdx.x * kChainStamps : nullptr;
   const bool stamp = stamps != nullptr && threadIdx.x == 0;
   // (the bursts' operands: from a 1024-byte aligned start inside the ring, which the host makes >= 68 KB:
-  // B 64 KB on, A within the first 24 KB)
+  // B 64 KB on, A within the first 24 KB; --chain-consume's A tiles: 128 KB, in a ring of >= 130 KB)
   const uint32_t burst_base = (smem_addr(ring) + 1023u) & ~1023u;
   uint32_t burst_fold = 0;
 
@@ -1017,7 +1022,8 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   const long long chunks = (largest_share + chunk - 1) / chunk;
   if (chunks > kMaxStages || chunks * chunk > kMaxRingBytes) return int(cudaErrorInvalidValue);
   // the wgmma bursts read 64 KB + 1 KB past a 1024-byte aligned start inside the ring
-  const long long burst_smem = mma_entry + mma_tail + mma_consume > 0 ? 68 * 1024 : 0;
+  // (--chain-consume's tiles: 128 KB from there)
+  const long long burst_smem = mma_consume > 0 ? 130 * 1024 : mma_entry + mma_tail > 0 ? 68 * 1024 : 0;
   const size_t smem = size_t(max(max(chunks * chunk, (long long)min_smem), burst_smem));
   if (threads != 32 && threads != 256 && threads != 512) return int(cudaErrorInvalidValue);
   ChainShare cs;
