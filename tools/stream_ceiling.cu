@@ -658,9 +658,10 @@ constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 // MMA_CONSUME (session 32, 256 threads only): once every thread's activation loads are in (a
 // barrier, as a kernel's quantized activations need), both warpgroups wait for each chunk in turn
 // issue MMA_CONSUME x 16 wgmma on it, shared among the warpgroups (1: 16 m64n8k32 a 32 KB chunk, every
-// weight byte read once as wgmma's A; 2: twice that), one commit group a warpgroup, keeping one group in flight while it
-// waits for the next chunk (a group waited for at once starts slowly: ~37 cycles an instruction for 8
-// against ~21 in a long run, session 26): a GEMM that consumes its share as it lands, without its
+// weight byte read once as wgmma's A; 2: twice that), one commit group a warpgroup, and wait for them
+// only after the last chunk's (calls 2-4 kept one group in flight, wait_group 1: ~35 cycles an
+// instruction, latency-bound; a group waited for at once starts slowly, ~37 cycles an instruction for
+// 8 against ~21 in a long run, session 26): a GEMM that consumes its share as it lands, without its
 // data dependences (the operands are garbage, as the bursts').
 // CONSUME_CHUNKS: the chunks a CTA's share takes (2 or 5 on the Qwen shapes), a compile-time count so
 // that the loop over them unrolls: a runtime loop with a group in flight across its back edge makes
@@ -774,12 +775,11 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
 #pragma unroll
     for (int c = 0; c < CONSUME_CHUNKS; ++c) {
       if (c < chunks) mbar_wait(bar_base + 8u * uint32_t(c), 0);
-      if (threadIdx.x == 0 && c < chunks) {  // (its stamp: when thread 0 got past chunk c, its group on c - 2 done)
+      if (threadIdx.x == 0 && c < chunks) {  // (its stamp: when thread 0 got past chunk c)
         acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
         if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
       }
       chain_wgmma_group<16 * MMA_CONSUME / (THREADS / 128)>(d, burst_base, c, int(threadIdx.x) / 128);
-      sgl_fp8::sm90::wgmma_wait<1>();
     }
     sgl_fp8::sm90::wgmma_wait<0>();
     burst_fold ^= __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
