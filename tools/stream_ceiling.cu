@@ -770,8 +770,13 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
     __syncthreads();  // every thread's activation loads have returned
     uint32_t acc = 0;
-    float4 d = make_float4(0.f, 0.f, 0.f, 0.f);
     static_assert(CONSUME_CHUNKS > 0 && CONSUME_CHUNKS <= kMaxStages, "a compile-time chunk count");
+    // one accumulator a chunk, as a GEMM that applies its block scales per 128-K block starts each
+    // block's products afresh: a warpgroup's groups on successive chunks are independent (calls 3-6
+    // chained every wgmma of a warpgroup through one accumulator)
+    float4 d[CONSUME_CHUNKS];
+#pragma unroll
+    for (int c = 0; c < CONSUME_CHUNKS; ++c) d[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int c = 0; c < CONSUME_CHUNKS; ++c) {
       if (c < chunks) mbar_wait(bar_base + 8u * uint32_t(c), 0);
@@ -779,10 +784,12 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
         acc ^= *reinterpret_cast<const volatile uint32_t*>(ring + size_t(c) * size_t(cs.chunk));
         if (stamp && c < kStampedChunks) stamps[kStampChunkLanded + c] = chain_timer_ns_after(acc);
       }
-      chain_wgmma_group<16 * MMA_CONSUME / (THREADS / 128)>(d, burst_base, c, int(threadIdx.x) / 128);
+      chain_wgmma_group<16 * MMA_CONSUME / (THREADS / 128)>(d[c], burst_base, c, int(threadIdx.x) / 128);
     }
     sgl_fp8::sm90::wgmma_wait<0>();
-    burst_fold ^= __float_as_uint(d.x) ^ __float_as_uint(d.y) ^ __float_as_uint(d.z) ^ __float_as_uint(d.w);
+#pragma unroll
+    for (int c = 0; c < CONSUME_CHUNKS; ++c)
+      burst_fold ^= __float_as_uint(d[c].x) ^ __float_as_uint(d[c].y) ^ __float_as_uint(d[c].z) ^ __float_as_uint(d[c].w);
     if (threadIdx.x == 0) {
       weight_fold = acc;
       if (stamp) stamps[kStampLanded] = chain_timer_ns_after(acc ^ burst_fold);  // the last burst is done
