@@ -652,17 +652,17 @@ __device__ __forceinline__ void chain_wgmma_group(float4& d, uint32_t base, int 
 constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 
 // THREADS: 256, or 32 (the bulk variant's CTA size: does a larger CTA cost the weight stream?), or 512
-// (session 32, with MMA_CONSUME only: 4 warpgroups, as the fused kernel's, the tensor pipe's full rate)
+// (session 32, with MMA_CONSUME only: 4 warpgroups, as the fused kernel has)
 // MMA_ENTRY / MMA_TAIL (session 30, 256 threads only): rounds of 8 wgmma per warpgroup issued at
 // entry (before griddepcontrol.wait) / once everything has landed (before the output), on garbage.
-// MMA_CONSUME (session 32, 256 threads only): once every thread's activation loads are in (a
-// barrier, as a kernel's quantized activations need), both warpgroups wait for each chunk in turn
-// issue MMA_CONSUME x 16 wgmma on it, shared among the warpgroups (1: 16 m64n8k32 a 32 KB chunk, every
-// weight byte read once as wgmma's A; 2: twice that), one commit group a warpgroup, and wait for them
-// only after the last chunk's (calls 2-4 kept one group in flight, wait_group 1: ~35 cycles an
-// instruction, latency-bound; a group waited for at once starts slowly, ~37 cycles an instruction for
-// 8 against ~21 in a long run, session 26): a GEMM that consumes its share as it lands, without its
-// data dependences (the operands are garbage, as the bursts').
+// MMA_CONSUME (session 32, 256 or 512 threads): once every thread's activation loads are in (a
+// barrier, as a kernel's quantized activations need), every warpgroup waits for each chunk in turn
+// and the warpgroups share MMA_CONSUME x 16 wgmma on it (1: 16 m64n8k32 a 32 KB chunk, every weight
+// byte read once as wgmma's A; 2: the same bytes twice), one commit group a warpgroup a chunk, waited
+// for only after the last chunk's: a GEMM that consumes its share as it lands, without its data
+// dependences (the operands are garbage, as the bursts'). (Session 32's calls 2-4 kept one group in
+// flight, wait_group 1, and calls 3-6 chained a warpgroup's groups through one accumulator: the
+// same ~35 cycles an instruction as now.)
 // CONSUME_CHUNKS: the chunks a CTA's share takes (2 or 5 on the Qwen shapes), a compile-time count so
 // that the loop over them unrolls: a runtime loop with a group in flight across its back edge makes
 // ptxas serialize every wgmma (C7514; the tail CTA, with fewer chunks, issues the others' groups on garbage).
@@ -772,8 +772,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
     uint32_t acc = 0;
     static_assert(CONSUME_CHUNKS > 0 && CONSUME_CHUNKS <= kMaxStages, "a compile-time chunk count");
     // one accumulator a chunk, as a GEMM that applies its block scales per 128-K block starts each
-    // block's products afresh: a warpgroup's groups on successive chunks are independent (calls 3-6
-    // chained every wgmma of a warpgroup through one accumulator)
+    // block's products afresh: a warpgroup's groups on successive chunks are independent
     float4 d[CONSUME_CHUNKS];
 #pragma unroll
     for (int c = 0; c < CONSUME_CHUNKS; ++c) d[c] = make_float4(0.f, 0.f, 0.f, 0.f);
