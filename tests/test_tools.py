@@ -380,6 +380,28 @@ def test_stream_ceiling_chain_consume_variants():
     assert sorted(c[4] for c in configs.values()) == [0, 2 | 4]
 
 
+def test_stream_ceiling_weight_pool_kinds():
+    """tools/stream_ceiling.py's weight pools (session 32, --pool): "e4m3" bytes decode to finite
+    e4m3 values whose spread is that of 0.5 x a normal draw (bench's weights), with no NaN and not
+    all zero, across piece boundaries of the draw; "random" bytes cover every byte value (NaNs
+    included); any other kind is refused."""
+    torch = pytest.importorskip("torch")
+    sc = load_tool("stream_ceiling")
+    g = torch.Generator().manual_seed(3)
+    n = (1 << 26) + 4096  # past one piece of the draw
+    e4m3 = sc.weight_pool(n, "e4m3", g, "cpu")
+    assert e4m3.dtype == torch.uint8 and e4m3.numel() == n
+    values = e4m3.view(torch.float8_e4m3fn).float()
+    assert torch.isfinite(values).all() and (e4m3 != 0).any()
+    assert not ((e4m3 & 0x7F) == 0x7F).any()  # e4m3's NaN encodings
+    assert 0.45 < values.std().item() < 0.55 and abs(values.mean().item()) < 0.01
+    assert values[1 << 26:].std().item() > 0.4  # the last piece is drawn too
+    random = sc.weight_pool(1 << 16, "random", g, "cpu")
+    assert torch.unique(random).numel() == 256
+    with pytest.raises(ValueError):
+        sc.weight_pool(16, "zeros", g, "cpu")
+
+
 def test_stream_ceiling_chain_activation_fold_matches_the_kernels_walk():
     """The chain kernel's activation checksum as the host expects it equals one taken by walking
     the kernel's own indexing: thread t of 256 loads slice units t, t + 256, ... (unit u is row

@@ -667,14 +667,33 @@ def copies_for(nbytes: int, l2_bytes: int) -> int:
     return max(MIN_COPIES, math.ceil(L2_MULTIPLE * l2_bytes / nbytes))
 
 
+def weight_pool(nbytes: int, kind: str, generator, device) -> torch.Tensor:
+    """`nbytes` uint8 of rotated weight copies: random bytes ("random"), or ("e4m3", session 32)
+    the e4m3 bytes of 0.5 x normal draws, as bench's weights are (random bytes are 1/128 NaN and
+    spread over every exponent), drawn a piece at a time (a float32 draw of the whole pool would be
+    4x its size)."""
+    if kind == "random":
+        return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device, generator=generator)
+    if kind != "e4m3":
+        raise ValueError(f"pool must be 'random' or 'e4m3', not {kind!r}")
+    pool = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    step = 1 << 26
+    for start in range(0, nbytes, step):
+        piece = pool[start:start + step]
+        draw = torch.randn(piece.numel(), generator=generator, device=device) * 0.5
+        piece.copy_(draw.to(torch.float8_e4m3fn).view(torch.uint8))
+    return pool
+
+
 class Setup:
     """What every measurement here starts from: the device's SMs and L2, the kernels built and
     loaded, the copy rate of this run (the floors' denominator), and one pool of rotated weight
     copies for every Qwen shape (`plan`: (N, K, bytes, stride, copies); each copy 256-byte
     aligned) drawn from `generator`. Random bytes, never an all-zero buffer: zeros time
-    unrealistically (as bench notes) and would make the checksum checks prove nothing."""
+    unrealistically (as bench notes) and would make the checksum checks prove nothing; or, with
+    pool="e4m3" (session 32), e4m3 values as bench's weights (weight_pool)."""
 
-    def __init__(self):
+    def __init__(self, pool: str = "random"):
         from sglang_fp8ext.bench import QWEN_TP4_SHAPES, measure_copy_bandwidth
 
         self.device = torch.device("cuda")
@@ -693,8 +712,7 @@ class Setup:
             self.plan.append((n, k, nbytes, stride, copies_for(nbytes, self.l2_bytes)))
         self.generator = torch.Generator(device=self.device).manual_seed(0)
         pool_bytes = max(stride * copies for _, _, _, stride, copies in self.plan)
-        self.pool = torch.randint(0, 256, (pool_bytes,), dtype=torch.uint8, device=self.device,
-                                  generator=self.generator)
+        self.pool = weight_pool(pool_bytes, pool, self.generator, self.device)
 
     def close(self) -> None:
         del self.pool
@@ -910,7 +928,7 @@ def run_chain_mma(args, variants: Optional[List[Variant]] = None, ms=CHAIN_MMA_M
     from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit
 
     variants = chain_mma_variants() if variants is None else variants
-    setup = Setup()
+    setup = Setup(getattr(args, "pool", "random"))
     device, sms, copy_tbps = setup.device, setup.sms, setup.copy_tbps
     rig = ChainRig(setup, QWEN_TP4_SHAPES, max(ms), stamped=True)
 
@@ -938,7 +956,7 @@ def run_chain_mma(args, variants: Optional[List[Variant]] = None, ms=CHAIN_MMA_M
     setup.close()
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
             "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays,
-            "after": args.after, "rows": rows}
+            "after": args.after, "pool": getattr(args, "pool", "random"), "rows": rows}
 
 
 def print_chain_mma_tables(result: dict) -> None:
@@ -1096,6 +1114,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--after", choices=["none", "copy"], default="none",
                         help="--chain-mma / --chain-consume: a copy kernel that writes the activations before every launch, as in a "
                         "decode step (the times are the pair's)")
+    parser.add_argument("--pool", choices=["random", "e4m3"], default="random",
+                        help="--chain-mma / --chain-consume: the weight copies' bytes, random (default) or "
+                        "e4m3 values of 0.5 x a normal draw, as bench's weights (session 32)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
                         help="build and load the kernels, then exit (no GPU needed)")
@@ -1113,6 +1134,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     if args.after != "none" and not (args.chain_mma or args.chain_consume):
         parser.error("--after applies to --chain-mma and --chain-consume only")
+    if args.pool != "random" and not (args.chain_mma or args.chain_consume):
+        parser.error("--pool applies to --chain-mma and --chain-consume only")
     os.makedirs(args.out, exist_ok=True)
     if args.chain_consume:
         result = run_chain_mma(args, chain_consume_variants(), CHAIN_CONSUME_MS, CHAIN_CONSUME_FUSED)
