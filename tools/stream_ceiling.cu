@@ -34,6 +34,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 // The fused kernel's own tensor map and tensor copy (its weight copies, exactly).
 #include "../kernels/cuda/sm90_ptx.cuh"         // tensor_copy_3d_to_shared (evict_first)
 #include "../kernels/cuda/sm90_weight_map.h"    // encode_ring_weight_map
@@ -1012,7 +1014,7 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
       !((mma_entry == 0 || mma_entry == 1 || mma_entry == 2 || mma_entry == 4) && (mma_tail == 0 || mma_tail == 1)) ||
       (mma_entry != 0 && mma_entry != 2 && mma_tail != 0) ||
       !(mma_consume >= 0 && mma_consume <= 2) || (mma_consume > 0 && mma_entry + mma_tail > 0) ||
-      (mma_entry + mma_tail > 0 && threads != 256) || (mma_consume > 0 && threads != 256 && threads != 512) ||
+      (mma_entry + mma_tail > 0 && threads != 256) || (mma_consume > 0 && threads == 32) ||
       (threads == 512 && mma_consume == 0))
     return int(cudaErrorInvalidValue);
   int slice_shift = 0;
@@ -1060,13 +1062,15 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   if (mma_entry == 2) return launch(stream_chain_kernel<256, 2, 0>);
   if (mma_entry == 4) return launch(stream_chain_kernel<256, 4, 0>);
   if (mma_tail) return launch(stream_chain_kernel<256, 0, 1>);
-  if (mma_consume > 0 && chunks != 2 && chunks != 5) return int(cudaErrorInvalidValue);  // the instances' counts
-  if (threads == 512) {
-    if (mma_consume == 1) return chunks == 2 ? launch(stream_chain_kernel<512, 0, 0, 1, 2>) : launch(stream_chain_kernel<512, 0, 0, 1, 5>);
-    return chunks == 2 ? launch(stream_chain_kernel<512, 0, 0, 2, 2>) : launch(stream_chain_kernel<512, 0, 0, 2, 5>);
-  }
-  if (mma_consume == 1) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 1, 2>) : launch(stream_chain_kernel<256, 0, 0, 1, 5>);
-  if (mma_consume == 2) return chunks == 2 ? launch(stream_chain_kernel<256, 0, 0, 2, 2>) : launch(stream_chain_kernel<256, 0, 0, 2, 5>);
+  // the consuming instances: 256 or 512 threads, 1 or 2 reads, a share of 2 or 5 chunks
+  auto consuming = [&](auto threads_constant) -> int {
+    constexpr int T = decltype(threads_constant)::value;
+    if (chunks == 2) return mma_consume == 1 ? launch(stream_chain_kernel<T, 0, 0, 1, 2>) : launch(stream_chain_kernel<T, 0, 0, 2, 2>);
+    if (chunks == 5) return mma_consume == 1 ? launch(stream_chain_kernel<T, 0, 0, 1, 5>) : launch(stream_chain_kernel<T, 0, 0, 2, 5>);
+    return int(cudaErrorInvalidValue);
+  };
+  if (mma_consume > 0)
+    return threads == 512 ? consuming(std::integral_constant<int, 512>{}) : consuming(std::integral_constant<int, 256>{});
   return launch(stream_chain_kernel<256>);
 }
 

@@ -929,7 +929,7 @@ def run_chain_mma(args, variants: Optional[List[Variant]] = None, ms=CHAIN_MMA_M
     from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit
 
     variants = chain_mma_variants() if variants is None else variants
-    setup = Setup(getattr(args, "pool", "random"))
+    setup = Setup(args.pool)
     device, sms, copy_tbps = setup.device, setup.sms, setup.copy_tbps
     rig = ChainRig(setup, QWEN_TP4_SHAPES, max(ms), stamped=True)
 
@@ -957,7 +957,7 @@ def run_chain_mma(args, variants: Optional[List[Variant]] = None, ms=CHAIN_MMA_M
     setup.close()
     return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
             "copy_TBps": copy_tbps, "l2_bytes": setup.l2_bytes, "sms": sms, "replays": args.replays,
-            "after": args.after, "pool": getattr(args, "pool", "random"), "rows": rows}
+            "after": args.after, "pool": args.pool, "rows": rows}
 
 
 def print_chain_mma_tables(result: dict) -> None:
