@@ -554,6 +554,8 @@ enum LateOrder : int {
   kLateAfterArrival = 2,       // after every activation load of the CTA has returned
   kPaced = 3,  // (session 30) thread 32 requests `early` at entry and one more as each lands, whatever
                // the previous grid does: at most `early` copies of the CTA in flight at any time
+  kTimed = 4,  // (session 33) a producer warp of its own requests `early` at entry and copy c >= early at
+               // entry + (c - early + 1) x pace_cycles SM cycles, whatever lands or the previous grid does
 };
 
 struct ChainShare {
@@ -572,6 +574,7 @@ struct ChainShare {
                        // the output: a stand-in for the arithmetic that must follow the last landing
   int stream_mod;      // (session 30) CTA b streams its share only where b % stream_mod == 0 (1: all)
   unsigned long long* stamps;  // (session 30) null, or kChainStamps words a CTA (ChainStamp)
+  int pace_cycles;     // (session 33) kTimed: SM cycles between the requests after the first `early`
 };
 
 // (Session 30, --chain-mma) what thread 0 of each CTA records: the SM clock and the global timer at
@@ -668,9 +671,14 @@ constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 // CONSUME_CHUNKS: the chunks a CTA's share takes (2 or 5 on the Qwen shapes), a compile-time count so
 // that the loop over them unrolls: a runtime loop with a group in flight across its back edge makes
 // ptxas serialize every wgmma (C7514; the tail CTA, with fewer chunks, issues the others' groups on garbage).
-template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0, int CONSUME_CHUNKS = 0>
-__global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __restrict__ buf, long long units,
-                                                               uint32_t* __restrict__ out, const ChainShare cs) {
+// TIMED (session 33, late_order kTimed only): the CTA has one more warp, THREADS + 32 threads, whose first
+// thread requests the copies on a clock (kTimed) and which then exits; the THREADS others do the rest
+// and meet on named barrier 1, so that no copy request waits for a load, a barrier or a wgmma.
+template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0, int CONSUME_CHUNKS = 0,
+          bool TIMED = false>
+__global__ void __launch_bounds__(THREADS + (TIMED ? 32 : 0))
+    stream_chain_kernel(const uint8_t* __restrict__ buf, long long units, uint32_t* __restrict__ out,
+                        const ChainShare cs) {
   constexpr int kChainThreads = THREADS;
   static_assert((MMA_ENTRY == 0 && MMA_TAIL == 0) || THREADS % 128 == 0, "wgmma needs whole warpgroups");
   extern __shared__ __align__(128) uint8_t ring[];
@@ -708,9 +716,31 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   };
   const bool paced = cs.late_order == kPaced;
   auto issue_chunks = [&](int from, int to) {  // thread 0 requests chunks [from, to)
-    if (threadIdx.x != 0 || paced) return;
+    if (threadIdx.x != 0 || paced || TIMED) return;
     for (int c = from; c < to; ++c) issue_chunk(c);
   };
+  // the worker threads' barrier (with TIMED the producer warp has left: it must not be counted)
+  auto sync_workers = [] {
+    if constexpr (TIMED)
+      asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+    else
+      __syncthreads();
+  };
+  if constexpr (TIMED) {
+    if (threadIdx.x >= THREADS) {
+      if (threadIdx.x == THREADS) {
+        for (int c = 0; c < early; ++c) issue_chunk(c);
+        for (int c = early; c < chunks; ++c) {
+          const long long due = clock_entry + (long long)(c - early + 1) * cs.pace_cycles;
+          while (clock64() < due) {
+          }
+          issue_chunk(c);
+        }
+        if (stamps != nullptr && chunks > early) stamps[kStampLateIssued] = chain_timer_ns();
+      }
+      return;
+    }
+  }
   if (paced && threadIdx.x == 32) {  // (not thread 0: its stamps time the activation loads)
     for (int c = 0; c < early; ++c) issue_chunk(c);
     for (int c = early; c < chunks; ++c) {
@@ -727,7 +757,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   if (stamp) stamps[kStampRelease] = chain_timer_ns();
   auto issue_late = [&] {
     issue_chunks(early, chunks);
-    if (stamp && !paced) stamps[kStampLateIssued] = early < chunks ? chain_timer_ns() : 0ull;
+    if (stamp && !paced && !TIMED) stamps[kStampLateIssued] = early < chunks ? chain_timer_ns() : 0ull;
   };
   if (cs.late_order == kLateBeforeActivations) issue_late();
 
@@ -763,14 +793,14 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
   fold = __reduce_xor_sync(0xffffffffu, fold);
   if ((threadIdx.x & 31) == 0) warp_fold[threadIdx.x >> 5] = fold;
   if (cs.late_order == kLateAfterArrival) {
-    __syncthreads();  // every thread's loads have returned (their values are folded)
+    sync_workers();  // every thread's loads have returned (their values are folded)
     issue_late();
   }
 
   // The output needs the whole share: thread 0 waits for every chunk (folding each one's first word).
   if constexpr (MMA_CONSUME > 0) {
     static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
-    __syncthreads();  // every thread's activation loads have returned
+    sync_workers();  // every thread's activation loads have returned
     uint32_t acc = 0;
     static_assert(CONSUME_CHUNKS > 0 && CONSUME_CHUNKS <= kMaxStages, "a compile-time chunk count");
     // one accumulator a chunk, as a GEMM that applies its block scales per 128-K block starts each
@@ -810,7 +840,7 @@ __global__ void __launch_bounds__(THREADS) stream_chain_kernel(const uint8_t* __
       }
     }
   }
-  __syncthreads();
+  sync_workers();
   if constexpr (MMA_TAIL > 0) burst_fold ^= chain_wgmma_burst<MMA_TAIL>(burst_base);
   uint32_t act_fold = 0;
 #pragma unroll
@@ -1004,10 +1034,14 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
 int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void* act, int m, int k, int act_split,
                          void* outputs, int out_units, void* act_fold, int sms, int threads, int chunk, int early,
                          int late_order, int min_smem, int hold_cycles, int stream_mod, void* stamps, int mma_entry,
-                         int mma_tail, int mma_consume, int pdl, void* stream) {
+                         int mma_tail, int mma_consume, int pace_cycles, int pdl, void* stream) {
+  const bool timed = late_order == kTimed;
   if (out == nullptr || act_fold == nullptr || sms <= 0 || bytes < 0 || bytes % 16 != 0 || chunk <= 0 ||
-      chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kPaced ||
+      chunk % 16 != 0 || early < 0 || late_order < kLateBeforeActivations || late_order > kTimed ||
       (late_order == kPaced && (early < 1 || threads != 256)) ||
+      // the clocked requests: a producer warp beside 256 threads, or beside 512 that consume the share once
+      (timed && (pace_cycles <= 0 || mma_entry + mma_tail > 0 || !(threads == 256 || (threads == 512 && mma_consume == 1)))) ||
+      (!timed && pace_cycles != 0) ||
       min_smem < 0 || min_smem > kMaxRingBytes || out_units < 0 || hold_cycles < 0 || (out_units > 0 && outputs == nullptr) ||
       (bytes > 0 && (buf == nullptr || (reinterpret_cast<uintptr_t>(buf) & 15) != 0)) || stream_mod < 1 ||
       (reinterpret_cast<uintptr_t>(stamps) & 7) != 0 ||
@@ -1049,14 +1083,21 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
   cs.hold_cycles = hold_cycles;
   cs.stream_mod = stream_mod;
   cs.stamps = static_cast<unsigned long long*>(stamps);
+  cs.pace_cycles = pace_cycles;
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t config = make_config(sms, threads, smem, pdl, stream, &attr);
+  cudaLaunchConfig_t config = make_config(sms, threads + (timed ? 32 : 0), smem, pdl, stream, &attr);
   auto launch = [&](auto kernel) -> int {
     if (const cudaError_t e = allow_ring_smem(kernel); e != cudaSuccess) return int(e);
     return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(buf), bytes / 16,
                                   static_cast<uint32_t*>(out), cs));
   };
   if (threads == 32) return launch(stream_chain_kernel<32>);
+  if (timed) {  // (session 33) the producer warp's instances
+    if (threads == 256) return launch(stream_chain_kernel<256, 0, 0, 0, 0, true>);
+    if (chunks == 2) return launch(stream_chain_kernel<512, 0, 0, 1, 2, true>);
+    if (chunks == 5) return launch(stream_chain_kernel<512, 0, 0, 1, 5, true>);
+    return int(cudaErrorInvalidValue);
+  }
   if (mma_entry && mma_tail) return launch(stream_chain_kernel<256, 2, 1>);
   if (mma_entry == 1) return launch(stream_chain_kernel<256, 1, 0>);
   if (mma_entry == 2) return launch(stream_chain_kernel<256, 2, 0>);

@@ -125,7 +125,10 @@ class Variant:
                     f"{' scale loads' if p.get('scale_loads', 0) else ''}"
                     f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
         elif self.kind == "chain":
-            text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
+            if p["late_order"] == CHAIN_TIMED:
+                text = f"clocked: {p['early']} at entry, the next every {p['pace_cycles']} cycles"
+            else:
+                text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
             if p["min_smem"] == 0:
                 text += ", small CTAs"
             elif p["min_smem"] != CHAIN_MIN_SMEM:
@@ -263,6 +266,7 @@ CHAIN_NAMES = {
     (1, "one", 3, 1): "paced: 1 copy in flight, the next as it lands",
     (1, "two", 3, 1): "paced: 2 copies in flight, the next as one lands",
 }
+CHAIN_TIMED = 4  # (session 33) stream_chain_kernel's kTimed: a producer warp requests the copies on a clock
 CHAIN_CHUNK = 32 * KIB      # bytes a weight copy (the bulk reference's)
 CHAIN_ACT_SPLIT = 2         # a CTA reads half of K (the plans' K split of 2)
 CHAIN_MIN_SMEM = 160 * KIB  # one CTA an SM, as the fused kernel's
@@ -371,6 +375,36 @@ def chain_consume_variants() -> List[Variant]:
             chain("all", 0, mma_consume=2)]
 
 
+# Session 33 (--chain-timed): copies requested on a clock. Back to back, a CTA's copies requested at
+# entry land in a burst at the end of its stream (session 30), so its MMAs follow the last landing;
+# copies paced by their landings (1-2 in flight) lengthened the stream. Here a producer warp of its own
+# requests the first `early` copies at entry and each later one a fixed number of SM cycles after the
+# previous (its CTA's fair share of the copy rate is about one 32 KB copy a microsecond, ~1900 cycles):
+# do copies requested on a clock land spread out and in order, do the activation loads come back
+# sooner (less in flight in the grid's queue), and what does the stream lose? With and without a
+# consumer that multiplies each chunk as it lands (--chain-consume's, read once, 512 threads).
+CHAIN_TIMED_MS = CHAIN_MS
+CHAIN_TIMED_FUSED = [("fused every copy at entry, stream and MMAs alone (flag 6)", [0, 0, 64, 0, 6])]
+CHAIN_TIMED_PACES = (("two", 1000), ("two", 1500), ("two", 2000), ("one", 1000), ("one", 1500), ("three", 1500))
+CHAIN_TIMED_CONSUME_PACES = (("two", 1000), ("two", 1500), ("two", 2000), ("one", 1000), ("three", 1500))
+
+
+def chain_timed_variants() -> List[Variant]:
+    """The whole share at entry and the fused kernel's order (half, the rest once the activation
+    loads are issued), then the share on a clock (CHAIN_TIMED_PACES: copies at entry, SM cycles
+    between the later ones); the same with the share consumed as it lands (read once, 512 threads),
+    whole at entry and on a clock (CHAIN_TIMED_CONSUME_PACES)."""
+    def chain(early, late_order, threads=256, **extra):
+        return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
+                                 "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
+                                 "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
+    return ([chain("all", 0), chain("half", 1)]
+            + [chain(early, CHAIN_TIMED, pace_cycles=pace) for early, pace in CHAIN_TIMED_PACES]
+            + [chain("all", 0, 512, mma_consume=1)]
+            + [chain(early, CHAIN_TIMED, 512, mma_consume=1, pace_cycles=pace)
+               for early, pace in CHAIN_TIMED_CONSUME_PACES])
+
+
 def summarize_chain_stamps(stamps, stream_mod: int = 1, skip: int = CHAIN_STAMP_SKIP) -> dict:
     """Thread 0's stamps of every CTA of every launch of one graph replay (stamps: [launches, grid,
     CHAIN_STAMPS] int64, stream_ceiling.cu's ChainStamp order), launches from `skip` on: medians over
@@ -433,7 +467,8 @@ def chain_geometry(v: Variant, n: int, k: int, m: int, nbytes: int, sms: int) ->
     p = v.params
     share = -(-(nbytes // 16) // sms) * 16 if p["weight"] else 0
     chunks = -(-share // CHAIN_CHUNK)
-    early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0, "one": min(1, chunks), "two": min(2, chunks)}[p["early"]]
+    early = {"all": chunks, "half": (chunks + 1) // 2, "none": 0, "one": min(1, chunks), "two": min(2, chunks),
+             "three": min(3, chunks)}[p["early"]]
     out_units = -(-(m * n * 2) // (16 * sms)) if p.get("outputs", 1) else 0
     return {"grid": sms, "chunks": chunks, "early": early, "out_units": out_units,
             "act_split": p.get("act_split", CHAIN_ACT_SPLIT)}
@@ -536,7 +571,8 @@ class Kernels:
         lib.stream_ceiling_bulk.restype = i
         lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
-        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, i, p]
+        lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, i, i,
+                                             p]
         lib.stream_ceiling_chain.restype = i
         lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
@@ -577,7 +613,8 @@ class Kernels:
                                              g["out_units"], act_fold_ptr, g["grid"], p["threads"], CHAIN_CHUNK,
                                              g["early"], p["late_order"], p["min_smem"], p.get("hold_cycles", 0),
                                              p.get("stream_mod", 1), stamps_ptr, p.get("mma_entry", 0),
-                                             p.get("mma_tail", 0), p.get("mma_consume", 0), v.pdl, stream)
+                                             p.get("mma_tail", 0), p.get("mma_consume", 0), p.get("pace_cycles", 0),
+                                             v.pdl, stream)
         self.check(code, f"launch of {v.name}")
 
     def blocks_per_sm(self, v: Variant) -> int:
@@ -1112,6 +1149,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--chain-consume", action="store_true",
                         help="the chain with its share multiplied as it lands by wgmma (every byte read once, or "
                         "twice), beside the fused op with every copy at entry (session 32)")
+    parser.add_argument("--chain-timed", action="store_true",
+                        help="the chain with its copies requested on a clock by a producer warp, with and without "
+                        "its share multiplied as it lands, beside the fused op's stream and MMAs (session 33)")
     parser.add_argument("--after", choices=["none", "copy"], default="none",
                         help="--chain-mma / --chain-consume: a copy kernel that writes the activations before every launch, as in a "
                         "decode step (the times are the pair's)")
@@ -1133,11 +1173,17 @@ def main(argv: Optional[List[str]] = None) -> int:
               "machine). Nothing measured, nothing written.")
         return 0
 
-    if args.after != "none" and not (args.chain_mma or args.chain_consume):
-        parser.error("--after applies to --chain-mma and --chain-consume only")
-    if args.pool != "random" and not (args.chain_mma or args.chain_consume):
-        parser.error("--pool applies to --chain-mma and --chain-consume only")
+    stamped_modes = args.chain_mma or args.chain_consume or args.chain_timed
+    if args.after != "none" and not stamped_modes:
+        parser.error("--after applies to --chain-mma, --chain-consume and --chain-timed only")
+    if args.pool != "random" and not stamped_modes:
+        parser.error("--pool applies to --chain-mma, --chain-consume and --chain-timed only")
     os.makedirs(args.out, exist_ok=True)
+    if args.chain_timed:
+        result = run_chain_mma(args, chain_timed_variants(), CHAIN_TIMED_MS, CHAIN_TIMED_FUSED)
+        print_chain_mma_tables(result)
+        write_result(args.out, "stream_ceiling.json", result)
+        return 0
     if args.chain_consume:
         result = run_chain_mma(args, chain_consume_variants(), CHAIN_CONSUME_MS, CHAIN_CONSUME_FUSED)
         print_chain_mma_tables(result)
