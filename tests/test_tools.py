@@ -383,25 +383,27 @@ def test_stream_ceiling_chain_consume_variants():
 def test_stream_ceiling_chain_timed_variants():
     """tools/stream_ceiling.py --chain-timed (session 33): distinct names; the clocked variants only
     where the kernel has a producer-warp instance (256 threads without a consumer, or 512 consuming
-    the share once), each with a positive pace and at least one copy left to request on the clock on
-    the large shapes; the unclocked references carry no pace (the launcher refuses one); the fused
-    reference is the stream and the MMAs alone with every copy at entry."""
+    the share once), each with a positive pace and, but for the one that requests every copy at entry,
+    at least one copy left to request on the clock on the large shapes; the unclocked references
+    carry no pace (the launcher refuses one); the fused reference is the stream and the MMAs alone
+    with every copy at entry."""
     sc = load_tool("stream_ceiling")
     variants = sc.chain_timed_variants()
     assert len({v.name for v in variants}) == len(variants)
     timed = [v for v in variants if v.params["late_order"] == sc.CHAIN_TIMED]
-    assert len(timed) == len(sc.CHAIN_TIMED_PACES) + len(sc.CHAIN_TIMED_CONSUME_PACES)
+    # (+ 1: every copy at entry from the producer warp, nothing left for its clock)
+    assert len(timed) == len(sc.CHAIN_TIMED_PACES) + len(sc.CHAIN_TIMED_CONSUME_PACES) + 1
     for v in variants:
         p = v.params
         if p["late_order"] != sc.CHAIN_TIMED:
             assert "pace_cycles" not in p
             continue
-        assert p["pace_cycles"] > 0 and "cycles" in v.name
+        assert p["pace_cycles"] > 0 and ("cycles" in v.name or p["early"] == "all")
         assert (p["threads"], p.get("mma_consume", 0)) in ((256, 0), (512, 1))
         for n, k in ((5120, 4096), (4608, 4096), (4096, 2048)):
             g = sc.chain_geometry(v, n, k, 16, sc.weight_bytes(n, k), 132)
             assert 1 <= g["early"] <= g["chunks"]
-            if (n, k) != (4096, 2048):
+            if (n, k) != (4096, 2048) and p["early"] != "all":
                 assert g["early"] < g["chunks"]  # some copies on the clock
             if p.get("mma_consume", 0):
                 assert g["chunks"] in (2, 5)  # the consuming instances' compile-time chunk counts

@@ -125,7 +125,9 @@ class Variant:
                     f"{' scale loads' if p.get('scale_loads', 0) else ''}"
                     f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
         elif self.kind == "chain":
-            if p["late_order"] == CHAIN_TIMED:
+            if p["late_order"] == CHAIN_TIMED and p["early"] == "all":
+                text = "producer warp: all at entry"
+            elif p["late_order"] == CHAIN_TIMED:
                 text = f"clocked: {p['early']} at entry, the next every {p['pace_cycles']} cycles"
             else:
                 text = CHAIN_NAMES[(p["weight"], p["early"], p["late_order"], p["activations"])]
@@ -392,15 +394,19 @@ CHAIN_TIMED_CONSUME_PACES = (("two", 1000), ("two", 1500), ("two", 2000), ("one"
 def chain_timed_variants() -> List[Variant]:
     """The whole share at entry and the fused kernel's order (half, the rest once the activation
     loads are issued), then the share on a clock (CHAIN_TIMED_PACES: copies at entry, SM cycles
-    between the later ones); the same with the share consumed as it lands (read once, 512 threads),
-    whole at entry and on a clock (CHAIN_TIMED_CONSUME_PACES)."""
+    between the later ones) and every copy at entry from the producer warp; the same with the share
+    consumed as it lands (read once, 512 threads), whole at entry, in the fused kernel's order and on
+    a clock (CHAIN_TIMED_CONSUME_PACES)."""
     def chain(early, late_order, threads=256, **extra):
         return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
                                  "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
                                  "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
     return ([chain("all", 0), chain("half", 1)]
             + [chain(early, CHAIN_TIMED, pace_cycles=pace) for early, pace in CHAIN_TIMED_PACES]
-            + [chain("all", 0, 512, mma_consume=1)]
+            # (call 2) the producer warp with nothing left for its clock: every copy at entry, as the first
+            # line but from the extra warp, which then exits (does the warp or the clock cost the loads?)
+            + [chain("all", CHAIN_TIMED, pace_cycles=1000)]
+            + [chain("all", 0, 512, mma_consume=1), chain("half", 1, 512, mma_consume=1)]
             + [chain(early, CHAIN_TIMED, 512, mma_consume=1, pace_cycles=pace)
                for early, pace in CHAIN_TIMED_CONSUME_PACES])
 
