@@ -391,8 +391,8 @@ def test_stream_ceiling_chain_timed_variants():
     variants = sc.chain_timed_variants()
     assert len({v.name for v in variants}) == len(variants)
     timed = [v for v in variants if v.params["late_order"] == sc.CHAIN_TIMED]
-    # (+ 1: every copy at entry from the producer warp, nothing left for its clock)
-    assert len(timed) == len(sc.CHAIN_TIMED_PACES) + len(sc.CHAIN_TIMED_CONSUME_PACES) + 1
+    # (+ 2: every copy at entry from the producer warp, nothing left for its clock, with and without the consumer)
+    assert len(timed) == len(sc.CHAIN_TIMED_PACES) + len(sc.CHAIN_TIMED_CONSUME_PACES) + 2
     for v in variants:
         p = v.params
         if p["late_order"] != sc.CHAIN_TIMED:

@@ -406,7 +406,8 @@ def chain_timed_variants() -> List[Variant]:
             # (call 2) the producer warp with nothing left for its clock: every copy at entry, as the first
             # line but from the extra warp, which then exits (does the warp or the clock cost the loads?)
             + [chain("all", CHAIN_TIMED, pace_cycles=1000)]
-            + [chain("all", 0, 512, mma_consume=1), chain("half", 1, 512, mma_consume=1)]
+            + [chain("all", 0, 512, mma_consume=1), chain("half", 1, 512, mma_consume=1),
+               chain("all", CHAIN_TIMED, 512, mma_consume=1, pace_cycles=1000)]
             + [chain(early, CHAIN_TIMED, 512, mma_consume=1, pace_cycles=pace)
                for early, pace in CHAIN_TIMED_CONSUME_PACES])
 
