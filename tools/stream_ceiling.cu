@@ -673,10 +673,12 @@ constexpr int kChainBatch = 8;  // activation loads a thread keeps in flight
 // ptxas serialize every wgmma (C7514; the tail CTA, with fewer chunks, issues the others' groups on garbage).
 // TIMED (session 33, late_order kTimed only): the CTA has one more warp, THREADS + 32 threads, whose first
 // thread requests the copies on a clock (kTimed) and which then exits; the THREADS others do the rest
-// and meet on named barrier 1, so that no copy request waits for a load, a barrier or a wgmma.
+// and meet on named barrier 1, so that no copy request waits for a load, a barrier or a wgmma. (Its
+// minimum of one CTA an SM lets ptxas keep a thread's activation loads in flight: without it, at 288
+// threads it chose 32 registers and kept ~3 of 8 in flight, which took 4.6 us at 8 tokens in call 2.)
 template <int THREADS, int MMA_ENTRY = 0, int MMA_TAIL = 0, int MMA_CONSUME = 0, int CONSUME_CHUNKS = 0,
           bool TIMED = false>
-__global__ void __launch_bounds__(THREADS + (TIMED ? 32 : 0))
+__global__ void __launch_bounds__(THREADS + (TIMED ? 32 : 0), TIMED ? 1 : 0)
     stream_chain_kernel(const uint8_t* __restrict__ buf, long long units, uint32_t* __restrict__ out,
                         const ChainShare cs) {
   constexpr int kChainThreads = THREADS;
