@@ -14,7 +14,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
     python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
-        --split-free | --chain | --chain-mma | --chain-consume] [--pool e4m3] [--replays 20]
+        --split-free | --chain | --chain-mma | --chain-consume | --chain-timed] [--pool e4m3] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
 reach only ~0.86 of the floor where a bulk-copy kernel reaches ~0.98: `tensor` variants copy the
@@ -53,7 +53,12 @@ fused kernel's order, K/2 or K/4 of the activations a CTA, at the 15 bench point
 op with every copy at entry and with only its stream and MMAs (flag 6): how close can a design that
 consumes its share as it lands get, before quantization, block scales and a K split's exchange?
 (`--after copy` too; `--pool e4m3` fills the weight copies with e4m3 values as bench's weights
-instead of random bytes, for this mode and --chain-mma.)
+instead of random bytes, for this mode, --chain-mma and --chain-timed.)
+--chain-timed (session 33) has a producer warp of its own request the copies on a clock: 1-3 at entry,
+then one every 1000-2000 SM cycles (about a CTA's fair share of the copy rate), with and without the
+consumer (read once, 512 threads), beside every copy at entry from thread 0 and from the producer
+warp and the fused op's stream and MMAs (chain_timed_variants): do copies requested on a clock land
+spread out, let the activation loads through sooner, and shorten what follows the last landing?
 Writes DIR/stream_ceiling.json and prints one table per shape. Without a CUDA device it says
 so and exits 0 (`--compile-only` still builds and loads the kernels, which needs no GPU).
 """
