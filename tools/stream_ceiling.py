@@ -354,6 +354,14 @@ def chain_mma_variants() -> List[Variant]:
     return variants
 
 
+def streaming_chain(early: str, late_order: int, threads: int, **extra) -> Variant:
+    """A chain variant that streams its weight share and reads its activations (K/2 a CTA unless
+    `extra` says otherwise), one CTA an SM: --chain-consume's and --chain-timed's."""
+    return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
+                             "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
+                             "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
+
+
 # Session 32 (--chain-consume): the chain with a GEMM's tensor work spread over its share as it
 # lands (stream_chain_kernel's MMA_CONSUME): 16 m64n8k32 a 32 KB chunk is every weight byte read
 # once as wgmma's A operand (the fused kernel's 5-tile CTAs read theirs 1.6 times: two windows over
@@ -373,9 +381,7 @@ def chain_consume_variants() -> List[Variant]:
     loads are issued); read twice by 4 warpgroups (the fused kernel's 5-tile CTAs read theirs 1.6
     times)."""
     def chain(early, late_order, threads=512, **extra):
-        return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
-                                 "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
-                                 "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
+        return streaming_chain(early, late_order, threads, **extra)
     return [chain("all", 0, 256), chain("all", 0, 256, act_split=4),
             chain("all", 0, 256, mma_consume=1), chain("all", 0, mma_consume=1),
             chain("all", 0, mma_consume=1, act_split=4), chain("half", 1, mma_consume=1),
@@ -403,9 +409,7 @@ def chain_timed_variants() -> List[Variant]:
     consumed as it lands (read once, 512 threads), whole at entry, in the fused kernel's order and on
     a clock (CHAIN_TIMED_CONSUME_PACES)."""
     def chain(early, late_order, threads=256, **extra):
-        return Variant("chain", {"weight": 1, "early": early, "late_order": late_order, "activations": 1,
-                                 "min_smem": CHAIN_MIN_SMEM, "threads": threads, "outputs": 1,
-                                 "act_split": CHAIN_ACT_SPLIT, "hold_cycles": 0, "ctas_per_sm": 1, **extra})
+        return streaming_chain(early, late_order, threads, **extra)
     return ([chain("all", 0), chain("half", 1)]
             + [chain(early, CHAIN_TIMED, pace_cycles=pace) for early, pace in CHAIN_TIMED_PACES]
             # (call 2) the producer warp with nothing left for its clock: every copy at entry, as the first
@@ -1165,10 +1169,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="the chain with its copies requested on a clock by a producer warp, with and without "
                         "its share multiplied as it lands, beside the fused op's stream and MMAs (session 33)")
     parser.add_argument("--after", choices=["none", "copy"], default="none",
-                        help="--chain-mma / --chain-consume: a copy kernel that writes the activations before every launch, as in a "
-                        "decode step (the times are the pair's)")
+                        help="--chain-mma / --chain-consume / --chain-timed: a copy kernel that writes the activations "
+                        "before every launch, as in a decode step (the times are the pair's)")
     parser.add_argument("--pool", choices=["random", "e4m3"], default="random",
-                        help="--chain-mma / --chain-consume: the weight copies' bytes, random (default) or "
+                        help="--chain-mma / --chain-consume / --chain-timed: the weight copies' bytes, random (default) or "
                         "e4m3 values of 0.5 x a normal draw, as bench's weights (session 32)")
     parser.add_argument("--replays", type=int, default=20, help="graph replays per figure (default 20)")
     parser.add_argument("--compile-only", action="store_true",
