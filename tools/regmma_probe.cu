@@ -1,0 +1,253 @@
+// A probe of a design the fused op has not tried (session 35): the weight read straight into
+// registers by many small CTAs (16 rows each, 3 an SM), decoded e4m3 -> f16 in registers and
+// multiplied by mma.sync m16n8k16 (f16 in, fp32 accumulate), with no shared-memory weight ring,
+// no TMA, no cluster and no K-split exchange across CTAs.
+//
+// Why: sessions 26-34 measured that the TMA + wgmma design's MMAs follow a CTA's last landing (a
+// share requested at once lands in a burst near the end), and `tools/stream_ceiling.py`'s ldg
+// kernels read the same weight bytes with plain 16-byte loads at 0.84-0.93 of the floor when 2-4
+// CTAs share an SM (h200_stream_ceiling.json). Earlier register-fed kernels (v1-v5, the RS wgmma
+// probe of session 20) ran one fat CTA an SM. Here every warp consumes its own loads as they return,
+// so its work overlaps the stream rather than following it.
+//
+// What it does (everything of smallm_gemm but the activation quantization and bias):
+//   CTA b (256 threads, 8 warps) owns output rows [16 b, 16 b + 16) over the whole K; warp w owns
+//   K slice [w K / 8, (w + 1) K / 8): K_BLOCKS = K / 1024 blocks of 128.
+//   Thread (g = lane / 4, t = lane % 4) loads 16 contiguous bytes of rows g and g + 8 at K offset
+//   64 c + 16 t of each 64-K chunk c. Inside a chunk, mma s (0..3) takes bytes 4 s .. 4 s + 3 of
+//   the thread's piece: bytes 4 s, 4 s + 1 as the A pair of logical k {2t, 2t + 1}, bytes 4 s + 2,
+//   4 s + 3 as {2t + 8, 2t + 9}. The activations (e4m3, already quantized, in shared memory) are
+//   read under the same K order, so the products pair the right k (a K permutation, no data moved).
+//   Per 128-K block: 8 mma into a fresh fp32 accumulator, then total += acc * xs[m][kb] * ws[n/128][kb].
+//   The 8 warps' partials are summed through shared memory in a fixed order (no atomics) and
+//   written as bf16.
+//   PDL as the fused kernel: the first two blocks of weight loads before griddepcontrol.wait; the
+//   activations, scales and output after it.
+//
+// Inputs: w e4m3 [n][k] row-major; ws fp32 [ceil(n/128)][k/128]; act e4m3 as [k/64][m][64]
+// (token-major inside each 64-K chunk); xs fp32 [m][k/128]; out bf16 [m][n].
+// Limits (checked): n % 16 == 0, k in {2048, 4096}, 1 <= m <= 16.
+//
+// Plain CUDA, built and called by tools/regmma_probe.py through ctypes.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ uint4 load_stream_16B(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Two e4m3 (low byte first) -> f16x2 (low half first): one cvt.rn.f16x2.e4m3x2.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two_bytes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
+  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ void mma_f16_f32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                            uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 128-K block of this thread's two rows: chunk c's row-g piece in [2c], row g + 8's in [2c + 1].
+__device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g, const uint8_t* row_g8, int block) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    dst[2 * c] = load_stream_16B(row_g + block * 128 + c * 64);
+    dst[2 * c + 1] = load_stream_16B(row_g8 + block * 128 + c * 64);
+  }
+}
+
+// NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
+template <int NT, int K_BLOCKS>
+__global__ void __launch_bounds__(kThreads, 3)
+    regmma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
+                  const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
+  extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64], then the partials
+  pdl_launch_dependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = blockIdx.x * 16;
+  const int k0 = warp * K_BLOCKS * 128;
+  const uint8_t* row_g = w + (size_t)(row0 + g) * k + k0 + 16 * t;
+  const uint8_t* row_g8 = row_g + (size_t)8 * k;
+
+  // The weight never depends on the previous kernel: two blocks in flight before the wait.
+  uint4 wbuf[2][4];
+  load_block(wbuf[0], row_g, row_g8, 0);
+  if (K_BLOCKS > 1) load_block(wbuf[1], row_g, row_g8, 1);
+  pdl_wait();
+
+  // This warp's activations (its own chunks only) into shared memory: 16-byte units.
+  const int chunk0 = k0 / 64;
+  {
+    const int units = K_BLOCKS * 2 * m * 4;
+    const uint4* src = reinterpret_cast<const uint4*>(act + (size_t)chunk0 * m * 64);
+    uint4* dst = reinterpret_cast<uint4*>(smem + (size_t)chunk0 * m * 64);
+    for (int i = lane; i < units; i += 32) dst[i] = src[i];
+  }
+  const int kblocks = k / 128;
+  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
+  __syncwarp();
+
+  float total[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) total[nt][i] = 0.f;
+
+#pragma unroll
+  for (int b = 0; b < K_BLOCKS; ++b) {
+    uint4 cur[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cur[i] = wbuf[b & 1][i];
+    if (b + 2 < K_BLOCKS) load_block(wbuf[b & 1], row_g, row_g8, b + 2);
+    float x_scale[NT][2];  // xs of tokens 8 nt + 2t, + 1 for this block (0 past m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int tok = 8 * nt + 2 * t + j;
+        x_scale[nt][j] = tok < m ? xs[(size_t)tok * kblocks + k0 / 128 + b] : 0.f;
+      }
+
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      uint4 a_act[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int tok = 8 * nt + g;
+        a_act[nt] = tok < m ? *reinterpret_cast<const uint4*>(smem + ((size_t)(chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t)
+                            : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t wg = word_of(cur[2 * c], s), wg8 = word_of(cur[2 * c + 1], s);
+        const uint32_t a0 = e4m3x2_to_f16x2(wg), a2 = e4m3x2_to_f16x2(wg >> 16);
+        const uint32_t a1 = e4m3x2_to_f16x2(wg8), a3 = e4m3x2_to_f16x2(wg8 >> 16);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint32_t x = word_of(a_act[nt], s);
+          mma_f16_f32(acc[nt], a0, a1, a2, a3, e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16));
+        }
+      }
+    }
+    const float wsc = ws_row[b];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const float s0 = x_scale[nt][0] * wsc, s1 = x_scale[nt][1] * wsc;
+      total[nt][0] += acc[nt][0] * s0;  // row g, token 2t
+      total[nt][1] += acc[nt][1] * s1;  // row g, token 2t + 1
+      total[nt][2] += acc[nt][2] * s0;  // row g + 8, token 2t
+      total[nt][3] += acc[nt][3] * s1;  // row g + 8, token 2t + 1
+    }
+  }
+
+  // The 8 warps' partials: red[warp][token][row], summed in warp order by one thread an output.
+  float* red = reinterpret_cast<float*>(smem + (size_t)m * k);
+  constexpr int kTok = 8 * NT;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int tok = 8 * nt + 2 * t;
+    red[(warp * kTok + tok) * 16 + g] = total[nt][0];
+    red[(warp * kTok + tok + 1) * 16 + g] = total[nt][1];
+    red[(warp * kTok + tok) * 16 + g + 8] = total[nt][2];
+    red[(warp * kTok + tok + 1) * 16 + g + 8] = total[nt][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 16 * m; i += kThreads) {
+    const int tok = i / 16, row = i % 16;
+    float sum = 0.f;
+#pragma unroll
+    for (int w2 = 0; w2 < kWarps; ++w2) sum += red[(w2 * kTok + tok) * 16 + row];
+    out[(size_t)tok * n + row0 + row] = __float2bfloat16_rn(sum);
+  }
+}
+
+template <int NT, int K_BLOCKS>
+int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
+           cudaStream_t stream) {
+  auto kernel = regmma_kernel<NT, K_BLOCKS>;
+  const size_t smem = (size_t)m * k + (size_t)kWarps * 8 * NT * 16 * sizeof(float);
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      e != cudaSuccess)
+    return int(e);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(n / 16), 1, 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = pdl ? 1 : 0;
+  return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(w), static_cast<const float*>(ws),
+                                static_cast<const uint8_t*>(act), static_cast<const float*>(xs),
+                                static_cast<__nv_bfloat16*>(out), n, k, m));
+}
+
+template <int NT, int K_BLOCKS>
+int describe(int m, int k, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  cudaFuncAttributes a;
+  if (cudaError_t e = cudaFuncGetAttributes(&a, regmma_kernel<NT, K_BLOCKS>); e != cudaSuccess) return int(e);
+  *regs = a.numRegs;
+  *spill_bytes = int(a.localSizeBytes);
+  const size_t smem = (size_t)m * k + (size_t)kWarps * 8 * NT * 16 * sizeof(float);
+  if (cudaError_t e = cudaFuncSetAttribute(regmma_kernel<NT, K_BLOCKS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(smem));
+      e != cudaSuccess)
+    return int(e);
+  return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, regmma_kernel<NT, K_BLOCKS>, kThreads, smem));
+}
+
+bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k == 4096) && m >= 1 && m <= 16; }
+
+}  // namespace
+
+extern "C" {
+
+int regmma_probe(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
+                 int pdl, void* stream) {
+  if (!valid(n, k, m)) return int(cudaErrorInvalidValue);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (m <= 8) return k == 4096 ? launch<1, 4>(w, ws, act, xs, out, n, k, m, pdl, s) : launch<1, 2>(w, ws, act, xs, out, n, k, m, pdl, s);
+  return k == 4096 ? launch<2, 4>(w, ws, act, xs, out, n, k, m, pdl, s) : launch<2, 2>(w, ws, act, xs, out, n, k, m, pdl, s);
+}
+
+// Registers a thread, local (spill) bytes and CTAs an SM of the instance that (k, m) runs.
+int regmma_describe(int k, int m, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  if (!valid(16, k, m)) return int(cudaErrorInvalidValue);
+  if (m <= 8) return k == 4096 ? describe<1, 4>(m, k, regs, spill_bytes, ctas_per_sm) : describe<1, 2>(m, k, regs, spill_bytes, ctas_per_sm);
+  return k == 4096 ? describe<2, 4>(m, k, regs, spill_bytes, ctas_per_sm) : describe<2, 2>(m, k, regs, spill_bytes, ctas_per_sm);
+}
+
+const char* regmma_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+
+}  // extern "C"

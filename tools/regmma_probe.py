@@ -1,0 +1,183 @@
+"""Times tools/regmma_probe.cu (session 35) beside the fused op, in one run on one GPU.
+
+The probe is a GEMM built another way than the fused op: the weight read straight into registers by
+many small CTAs (16 rows each, several an SM), decoded e4m3 -> f16 in registers and multiplied by
+mma.sync (f16 in, fp32 accumulate), with no shared-memory ring, no TMA, no cluster and no K-split
+exchange between CTAs. It does everything of `smallm_gemm` but quantize the activations (it reads
+them already quantized, e4m3, 1 byte a value where the op reads 2) and add a bias. Each point is
+checked first against a float64 model of SPEC §3.4 (per row, relative error <= 4e-3, on e4m3
+activations spread over the whole e4m3 range, subnormals included), then timed as `bench` times the
+fused op: a CUDA graph of one launch per rotated weight copy (cold weights), programmatic dependent
+launch, median of `--replays` replays. In the same run: the copy rate (the floor), the fused op
+(its own plan) and the fused op's stream and MMAs alone (flag 6, garbage output).
+
+    python tools/regmma_probe.py --out DIR [--ms 1,4,8,16] [--replays 20]
+    python tools/regmma_probe.py --compile-only    # build the probe and print its registers (needs nvcc)
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import stream_ceiling as sc  # noqa: E402  (nvcc lookup, rotated-copy count, the fused op's timing)
+
+CU_SOURCE = os.path.join(HERE, "regmma_probe.cu")
+TOLERANCE = 4e-3  # SPEC §3.4, per output row
+FLAG6 = [0, 0, 64, 0, 6]  # the fused op: every copy at entry, its stream and MMAs alone
+
+
+class Probe:
+    def __init__(self, out_dir: str):
+        lib = ctypes.CDLL(sc.compile_shared_library(CU_SOURCE, out_dir))
+        p, i = ctypes.c_void_p, ctypes.c_int
+        lib.regmma_probe.argtypes = [p, p, p, p, p, i, i, i, i, p]
+        lib.regmma_probe.restype = i
+        lib.regmma_describe.argtypes = [i, i, ctypes.POINTER(i), ctypes.POINTER(i), ctypes.POINTER(i)]
+        lib.regmma_describe.restype = i
+        lib.regmma_error_string.argtypes = [i]
+        lib.regmma_error_string.restype = ctypes.c_char_p
+        self.lib = lib
+
+    def check(self, code: int, what: str) -> None:
+        if code != 0:
+            raise RuntimeError(f"{what}: {self.lib.regmma_error_string(code).decode()}")
+
+    def describe(self, k: int, m: int) -> dict:
+        regs, spill, ctas = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        self.check(self.lib.regmma_describe(k, m, ctypes.byref(regs), ctypes.byref(spill), ctypes.byref(ctas)),
+                   f"describe k={k} m={m}")
+        return {"registers": regs.value, "spill_bytes": spill.value, "ctas_per_sm": ctas.value}
+
+    def launch(self, w, ws, act, xs, out, n: int, k: int, m: int) -> None:
+        stream = torch.cuda.current_stream().cuda_stream
+        self.check(self.lib.regmma_probe(w.data_ptr(), ws.data_ptr(), act.data_ptr(), xs.data_ptr(), out.data_ptr(),
+                                         n, k, m, 1, stream), f"launch n={n} k={k} m={m}")
+
+
+def activations(m: int, k: int, generator, device):
+    """e4m3 activations over the whole e4m3 range (normal draws scaled by 2^-9 .. 2^8 per value, so
+    subnormals, tiny and near-448 values all occur; signs mixed) and positive fp32 scales."""
+    draw = torch.randn(m, k, generator=generator, device=device)
+    spread = torch.pow(2.0, torch.randint(-9, 9, (m, k), generator=generator, device=device).float())
+    q = (draw * spread).clamp(-448, 448).to(torch.float8_e4m3fn)
+    xs = torch.rand(m, k // 128, generator=generator, device=device) * 1e-2 + 1e-4
+    return q, xs
+
+
+def reference(q, xs, w, ws):
+    """SPEC §3.4 in float64: sum over 128-K blocks of xs[m, kb] ws[n / 128, kb] (q . w over the block)."""
+    m, k = q.shape
+    n = w.shape[0]
+    kb = k // 128
+    qd = q.double().view(m, kb, 128)
+    wd = w.double().view(n, kb, 128)
+    partial = torch.einsum("mbk,nbk->mnb", qd, wd)
+    wsd = ws.double().repeat_interleave(128, dim=0)[:n]  # [n, kb]
+    return (partial * xs.double()[:, None, :] * wsd[None, :, :]).sum(-1)
+
+
+def row_errors(out, ref):
+    diff = (out.double() - ref).norm(dim=1)
+    return (diff / ref.norm(dim=1).clamp_min(1e-300)).tolist()
+
+
+def run(args) -> dict:
+    from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, make_weight, measure_copy_bandwidth, op_bytes, time_in_graph
+
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 0) or sc.DEFAULT_L2)
+    tmp = tempfile.mkdtemp(prefix="regmma_probe_")
+    probe = Probe(tmp)
+    copy_tbps = measure_copy_bandwidth(device)
+    sc.progress(f"copy bandwidth {copy_tbps:.2f} TB/s, {props.multi_processor_count} SMs, L2 {l2 / 1e6:.1f} MB")
+    generator = torch.Generator(device=device).manual_seed(35)
+    rows = []
+    for n, k in QWEN_TP4_SHAPES:
+        copies = sc.copies_for(sc.weight_bytes(n, k), l2)
+        weights = [make_weight(n, k, False, device, generator) for _ in range(copies)]
+        for m in args.ms:
+            q, xs = activations(m, k, generator, device)
+            act = q.view(torch.uint8).view(m, k // 64, 64).transpose(0, 1).contiguous()
+            out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+            w0, ws0, _ = weights[0]
+            probe.launch(w0, ws0, act, xs, out, n, k, m)
+            sc.wait_or_die(f"regmma probe N={n} K={k} M={m}")
+            errors = row_errors(out, reference(q, xs, w0, ws0))
+            ok = max(errors) <= TOLERANCE
+            us = time_in_graph([lambda w=w, s=s: probe.launch(w, s, act, xs, out, n, k, m) for w, s, _ in weights],
+                               args.replays)
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            row = {"N": n, "K": k, "M": m, "variant": "regmma probe", "us": us, "floor_us": floor_us,
+                   "floor_over_us": floor_us / us, "max_row_error": max(errors), "check_ok": ok,
+                   "copies": copies, **probe.describe(k, m)}
+            rows.append(row)
+            sc.progress(f"N={n} K={k} M={m} regmma probe: {us:.2f} us (floor/us {floor_us / us:.3f}), max row "
+                        f"error {max(errors):.2e}{'' if ok else '  FAILED the SPEC 3.4 check'}, "
+                        f"{row['registers']} registers, {row['ctas_per_sm']} CTAs an SM")
+        del weights
+        torch.cuda.empty_cache()
+        points = [(m, "fused default", None) for m in args.ms] + [(m, "fused flag 6", FLAG6) for m in args.ms]
+        for m, name, _config, us in sc.time_fused(n, k, points, copies, args.replays, device):
+            floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
+            rows.append({"N": n, "K": k, "M": m, "variant": name, "us": us, "floor_us": floor_us,
+                         "floor_over_us": floor_us / us, "copies": copies})
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git": git_commit(),
+            "copy_TBps": copy_tbps, "replays": args.replays, "rows": rows}
+
+
+def print_table(result: dict) -> None:
+    by = {}
+    for r in result["rows"]:
+        by.setdefault((r["N"], r["K"], r["M"]), {})[r["variant"]] = r
+    print(f"\n{result['device']}  torch {result['torch']}  git {result['git']}  copy {result['copy_TBps']:.2f} TB/s")
+    print("N x K, M        | floor |  probe (fl/us)  | fused (fl/us)   | flag 6 (fl/us)  | probe / fused")
+    for (n, k, m), v in sorted(by.items(), key=lambda x: (-x[0][0] * x[0][1], x[0][2])):
+        p, f, f6 = v.get("regmma probe"), v.get("fused default"), v.get("fused flag 6")
+        cell = lambda r: f"{r['us']:6.2f} ({r['floor_over_us']:.3f})" if r else "      -        "
+        ratio = f"{p['us'] / f['us']:.3f}" if p and f else "-"
+        print(f"{n}x{k}, {m:2d}    | {p['floor_us']:.2f}  | {cell(p)} | {cell(f)} | {cell(f6)} | {ratio}")
+    geo = lambda name: math.exp(sum(math.log(r["floor_over_us"]) for r in result["rows"] if r["variant"] == name)
+                                / max(1, sum(r["variant"] == name for r in result["rows"])))
+    print(f"geometric means of floor/us: probe {geo('regmma probe'):.3f}, fused {geo('fused default'):.3f}, "
+          f"flag 6 {geo('fused flag 6'):.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", help="directory for regmma_probe.json")
+    parser.add_argument("--ms", default="1,4,8,16", help="token counts (1-16), comma-separated")
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--compile-only", action="store_true", help="build the probe and exit (no GPU needed)")
+    args = parser.parse_args()
+    args.ms = [int(x) for x in args.ms.split(",")]
+    if any(m < 1 or m > 16 for m in args.ms):
+        parser.error("--ms: every M must be 1-16")
+    if args.compile_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(sc.compile_shared_library(CU_SOURCE, tmp) and "built")
+        return 0
+    if not args.out:
+        parser.error("--out is required")
+    if not torch.cuda.is_available():
+        print("regmma_probe: no CUDA device; nothing measured")
+        return 2
+    result = run(args)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "regmma_probe.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print_table(result)
+    return 0 if all(r.get("check_ok", True) for r in result["rows"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
