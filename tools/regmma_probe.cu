@@ -80,12 +80,22 @@ __device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g
   }
 }
 
-// NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
-template <int NT, int K_BLOCKS>
+// Diagnostic variants (garbage outputs): what each part of the work costs in this structure.
+enum Diag : int {
+  kFull = 0,       // the GEMM
+  kNoDecode = 1,   // the raw e4m3 words go into the mma as if f16 (no cvt)
+  kNoMma = 2,      // the decoded words are folded into the accumulators with XOR + add (no mma)
+  kLoadsOnly = 3,  // the raw words are folded (no cvt, no mma); activations, scales and reduction kept
+};
+
+// NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024);
+// ACT16: the warp decodes its activations to f16 once, into shared memory, instead of in the loop.
+template <int NT, int K_BLOCKS, int DIAG, bool ACT16>
 __global__ void __launch_bounds__(kThreads, 3)
     regmma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
                   const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
-  extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64], then the partials
+  extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64] (e4m3, or f16), then the partials
+  constexpr int kActBytes = ACT16 ? 2 : 1;
   pdl_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 16;
@@ -104,8 +114,18 @@ __global__ void __launch_bounds__(kThreads, 3)
   {
     const int units = K_BLOCKS * 2 * m * 4;
     const uint4* src = reinterpret_cast<const uint4*>(act + (size_t)chunk0 * m * 64);
-    uint4* dst = reinterpret_cast<uint4*>(smem + (size_t)chunk0 * m * 64);
-    for (int i = lane; i < units; i += 32) dst[i] = src[i];
+    uint4* dst = reinterpret_cast<uint4*>(smem + (size_t)chunk0 * m * 64 * kActBytes);
+    for (int i = lane; i < units; i += 32) {
+      const uint4 v = src[i];
+      if (ACT16) {
+        dst[2 * i] = make_uint4(e4m3x2_to_f16x2(v.x), e4m3x2_to_f16x2(v.x >> 16), e4m3x2_to_f16x2(v.y),
+                                e4m3x2_to_f16x2(v.y >> 16));
+        dst[2 * i + 1] = make_uint4(e4m3x2_to_f16x2(v.z), e4m3x2_to_f16x2(v.z >> 16), e4m3x2_to_f16x2(v.w),
+                                    e4m3x2_to_f16x2(v.w >> 16));
+      } else {
+        dst[i] = v;
+      }
+    }
   }
   const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
@@ -139,22 +159,44 @@ __global__ void __launch_bounds__(kThreads, 3)
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      uint4 a_act[NT];
+      // this thread's 16 activation values of token 8 nt + g in the chunk (zeros past m)
+      uint4 act_lo[NT], act_hi[NT];  // e4m3: act_lo holds all 16; f16: 8 each
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int tok = 8 * nt + g;
-        a_act[nt] = tok < m ? *reinterpret_cast<const uint4*>(smem + ((size_t)(chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t)
-                            : make_uint4(0u, 0u, 0u, 0u);
+        const uint8_t* at = smem + (((size_t)(chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t) * kActBytes;
+        act_lo[nt] = tok < m ? *reinterpret_cast<const uint4*>(at) : make_uint4(0u, 0u, 0u, 0u);
+        act_hi[nt] = ACT16 && tok < m ? *reinterpret_cast<const uint4*>(at + 16) : make_uint4(0u, 0u, 0u, 0u);
       }
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
         const uint32_t wg = word_of(cur[2 * c], s), wg8 = word_of(cur[2 * c + 1], s);
-        const uint32_t a0 = e4m3x2_to_f16x2(wg), a2 = e4m3x2_to_f16x2(wg >> 16);
-        const uint32_t a1 = e4m3x2_to_f16x2(wg8), a3 = e4m3x2_to_f16x2(wg8 >> 16);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint32_t x = word_of(a_act[nt], s);
-          mma_f16_f32(acc[nt], a0, a1, a2, a3, e4m3x2_to_f16x2(x), e4m3x2_to_f16x2(x >> 16));
+          uint32_t b0, b1;
+          if (ACT16) {  // f16 pairs: words 2s, 2s + 1 of the 16 values
+            b0 = word_of(s < 2 ? act_lo[nt] : act_hi[nt], (2 * s) & 3);
+            b1 = word_of(s < 2 ? act_lo[nt] : act_hi[nt], (2 * s + 1) & 3);
+          } else if (DIAG == kNoDecode || DIAG == kLoadsOnly) {
+            b0 = b1 = word_of(act_lo[nt], s);
+          } else {
+            const uint32_t x = word_of(act_lo[nt], s);
+            b0 = e4m3x2_to_f16x2(x);
+            b1 = e4m3x2_to_f16x2(x >> 16);
+          }
+          if (DIAG == kLoadsOnly) {
+            acc[nt][0] += __uint_as_float((wg ^ wg8 ^ b0) & 0x3c003c00u);
+          } else if (DIAG == kNoDecode) {
+            mma_f16_f32(acc[nt], wg & 0x3c003c00u, wg8 & 0x3c003c00u, wg & 0x3c00u, wg8 & 0x3c00u, b0, b1);
+          } else {
+            const uint32_t a0 = e4m3x2_to_f16x2(wg), a2 = e4m3x2_to_f16x2(wg >> 16);
+            const uint32_t a1 = e4m3x2_to_f16x2(wg8), a3 = e4m3x2_to_f16x2(wg8 >> 16);
+            if (DIAG == kNoMma) {
+              acc[nt][0] += __uint_as_float((a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1) & 0x3c003c00u);
+            } else {
+              mma_f16_f32(acc[nt], a0, a1, a2, a3, b0, b1);
+            }
+          }
         }
       }
     }
@@ -190,14 +232,25 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-template <int NT, int K_BLOCKS>
+size_t smem_bytes(int m, int k, int nt, bool act16) {
+  return (size_t)m * k * (act16 ? 2 : 1) + (size_t)kWarps * 8 * nt * 16 * sizeof(float);
+}
+
+template <int NT, int K_BLOCKS, int DIAG, bool ACT16>
 int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
-           cudaStream_t stream) {
-  auto kernel = regmma_kernel<NT, K_BLOCKS>;
-  const size_t smem = (size_t)m * k + (size_t)kWarps * 8 * NT * 16 * sizeof(float);
+           cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  auto kernel = regmma_kernel<NT, K_BLOCKS, DIAG, ACT16>;
+  const size_t smem = smem_bytes(m, k, NT, ACT16);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return int(e);
+  if (regs != nullptr) {  // describe instead of launching
+    cudaFuncAttributes a;
+    if (cudaError_t e = cudaFuncGetAttributes(&a, kernel); e != cudaSuccess) return int(e);
+    *regs = a.numRegs;
+    *spill_bytes = int(a.localSizeBytes);
+    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kThreads, smem));
+  }
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
@@ -213,39 +266,47 @@ int launch(const void* w, const void* ws, const void* act, const void* xs, void*
                                 static_cast<__nv_bfloat16*>(out), n, k, m));
 }
 
-template <int NT, int K_BLOCKS>
-int describe(int m, int k, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  cudaFuncAttributes a;
-  if (cudaError_t e = cudaFuncGetAttributes(&a, regmma_kernel<NT, K_BLOCKS>); e != cudaSuccess) return int(e);
-  *regs = a.numRegs;
-  *spill_bytes = int(a.localSizeBytes);
-  const size_t smem = (size_t)m * k + (size_t)kWarps * 8 * NT * 16 * sizeof(float);
-  if (cudaError_t e = cudaFuncSetAttribute(regmma_kernel<NT, K_BLOCKS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(smem));
-      e != cudaSuccess)
-    return int(e);
-  return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, regmma_kernel<NT, K_BLOCKS>, kThreads, smem));
-}
-
 bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k == 4096) && m >= 1 && m <= 16; }
 
 }  // namespace
 
+// Every instance, by (m, k, variant): variant = diag (0-3) + 4 * act16.
+template <int DIAG, bool ACT16>
+int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
+               cudaStream_t s, int* regs, int* spill, int* ctas) {
+  if (m <= 8)
+    return k == 4096 ? launch<1, 4, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
+                     : launch<1, 2, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+  return k == 4096 ? launch<2, 4, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
+                   : launch<2, 2, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+}
+
+int dispatch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
+             int variant, int pdl, cudaStream_t s, int* regs, int* spill, int* ctas) {
+  switch (variant) {
+    case 0: return dispatch_k<kFull, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 1: return dispatch_k<kNoDecode, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2: return dispatch_k<kNoMma, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 3: return dispatch_k<kLoadsOnly, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 4: return dispatch_k<kFull, true>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
 extern "C" {
 
 int regmma_probe(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
-                 int pdl, void* stream) {
+                 int variant, int pdl, void* stream) {
   if (!valid(n, k, m)) return int(cudaErrorInvalidValue);
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (m <= 8) return k == 4096 ? launch<1, 4>(w, ws, act, xs, out, n, k, m, pdl, s) : launch<1, 2>(w, ws, act, xs, out, n, k, m, pdl, s);
-  return k == 4096 ? launch<2, 4>(w, ws, act, xs, out, n, k, m, pdl, s) : launch<2, 2>(w, ws, act, xs, out, n, k, m, pdl, s);
+  return dispatch(w, ws, act, xs, out, n, k, m, variant, pdl, static_cast<cudaStream_t>(stream), nullptr, nullptr,
+                  nullptr);
 }
 
-// Registers a thread, local (spill) bytes and CTAs an SM of the instance that (k, m) runs.
-int regmma_describe(int k, int m, int* regs, int* spill_bytes, int* ctas_per_sm) {
+// Registers a thread, local (spill) bytes and CTAs an SM of the instance that (k, m, variant) runs.
+int regmma_describe(int k, int m, int variant, int* regs, int* spill_bytes, int* ctas_per_sm) {
   if (!valid(16, k, m)) return int(cudaErrorInvalidValue);
-  if (m <= 8) return k == 4096 ? describe<1, 4>(m, k, regs, spill_bytes, ctas_per_sm) : describe<1, 2>(m, k, regs, spill_bytes, ctas_per_sm);
-  return k == 4096 ? describe<2, 4>(m, k, regs, spill_bytes, ctas_per_sm) : describe<2, 2>(m, k, regs, spill_bytes, ctas_per_sm);
+  return dispatch(nullptr, nullptr, nullptr, nullptr, nullptr, 16, k, m, variant, 0, nullptr, regs, spill_bytes,
+                  ctas_per_sm);
 }
 
 const char* regmma_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
