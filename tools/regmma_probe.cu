@@ -88,13 +88,22 @@ enum Diag : int {
   kLoadsOnly = 3,  // the raw words are folded (no cvt, no mma); activations, scales and reduction kept
 };
 
-// NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024);
-// ACT16: the warp decodes its activations to f16 once, into shared memory, instead of in the loop.
-template <int NT, int K_BLOCKS, int DIAG, bool ACT16>
+// Options (bits of OPTS).
+enum Opt : int {
+  kAct16 = 1,       // the warp decodes its activations to f16 once, into shared memory, not in the loop
+  kAllAtEntry = 2,  // three weight blocks of the thread in flight before the wait (all of them where k = 2048;
+                    // four spill at 3 CTAs an SM), else two; then one a block
+  kNoActivations = 4,  // diagnostic: no activations, no xs (zeros; nothing read after the wait but the output)
+};
+
+// NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
+template <int NT, int K_BLOCKS, int DIAG, int OPTS>
 __global__ void __launch_bounds__(kThreads, 3)
     regmma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
                   const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
   extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64] (e4m3, or f16), then the partials
+  constexpr bool ACT16 = (OPTS & kAct16) != 0, NO_ACT = (OPTS & kNoActivations) != 0;
+  constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
   constexpr int kActBytes = ACT16 ? 2 : 1;
   pdl_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -104,9 +113,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   const uint8_t* row_g8 = row_g + (size_t)8 * k;
 
   // The weight never depends on the previous kernel: two blocks in flight before the wait.
-  uint4 wbuf[2][4];
-  load_block(wbuf[0], row_g, row_g8, 0);
-  if (K_BLOCKS > 1) load_block(wbuf[1], row_g, row_g8, 1);
+  uint4 wbuf[K_BLOCKS][4];  // fully unrolled: block b's registers are live from its load to its use
+#pragma unroll
+  for (int b = 0; b < kAhead; ++b) load_block(wbuf[b], row_g, row_g8, b);
   pdl_wait();
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
@@ -115,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     const int units = K_BLOCKS * 2 * m * 4;
     const uint4* src = reinterpret_cast<const uint4*>(act + (size_t)chunk0 * m * 64);
     uint4* dst = reinterpret_cast<uint4*>(smem + (size_t)chunk0 * m * 64 * kActBytes);
-    for (int i = lane; i < units; i += 32) {
+    for (int i = lane; i < (NO_ACT ? 0 : units); i += 32) {
       const uint4 v = src[i];
       if (ACT16) {
         dst[2 * i] = make_uint4(e4m3x2_to_f16x2(v.x), e4m3x2_to_f16x2(v.x >> 16), e4m3x2_to_f16x2(v.y),
@@ -141,15 +150,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   for (int b = 0; b < K_BLOCKS; ++b) {
     uint4 cur[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cur[i] = wbuf[b & 1][i];
-    if (b + 2 < K_BLOCKS) load_block(wbuf[b & 1], row_g, row_g8, b + 2);
+    for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
+    if (b + kAhead < K_BLOCKS) load_block(wbuf[b + kAhead], row_g, row_g8, b + kAhead);
     float x_scale[NT][2];  // xs of tokens 8 nt + 2t, + 1 for this block (0 past m)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int tok = 8 * nt + 2 * t + j;
-        x_scale[nt][j] = tok < m ? xs[(size_t)tok * kblocks + k0 / 128 + b] : 0.f;
+        x_scale[nt][j] = tok < m && !NO_ACT ? xs[(size_t)tok * kblocks + k0 / 128 + b] : 0.f;
       }
 
     float acc[NT][4];
@@ -165,8 +174,8 @@ __global__ void __launch_bounds__(kThreads, 3)
       for (int nt = 0; nt < NT; ++nt) {
         const int tok = 8 * nt + g;
         const uint8_t* at = smem + (((size_t)(chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t) * kActBytes;
-        act_lo[nt] = tok < m ? *reinterpret_cast<const uint4*>(at) : make_uint4(0u, 0u, 0u, 0u);
-        act_hi[nt] = ACT16 && tok < m ? *reinterpret_cast<const uint4*>(at + 16) : make_uint4(0u, 0u, 0u, 0u);
+        act_lo[nt] = tok < m && !NO_ACT ? *reinterpret_cast<const uint4*>(at) : make_uint4(0u, 0u, 0u, 0u);
+        act_hi[nt] = ACT16 && !NO_ACT && tok < m ? *reinterpret_cast<const uint4*>(at + 16) : make_uint4(0u, 0u, 0u, 0u);
       }
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -212,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 
   // The 8 warps' partials: red[warp][token][row], summed in warp order by one thread an output.
-  float* red = reinterpret_cast<float*>(smem + (size_t)m * k);
+  float* red = reinterpret_cast<float*>(smem + (size_t)m * k * kActBytes);
   constexpr int kTok = 8 * NT;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -236,11 +245,11 @@ size_t smem_bytes(int m, int k, int nt, bool act16) {
   return (size_t)m * k * (act16 ? 2 : 1) + (size_t)kWarps * 8 * nt * 16 * sizeof(float);
 }
 
-template <int NT, int K_BLOCKS, int DIAG, bool ACT16>
+template <int NT, int K_BLOCKS, int DIAG, int OPTS>
 int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
            cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  auto kernel = regmma_kernel<NT, K_BLOCKS, DIAG, ACT16>;
-  const size_t smem = smem_bytes(m, k, NT, ACT16);
+  auto kernel = regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>;
+  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return int(e);
@@ -270,25 +279,29 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 
 }  // namespace
 
-// Every instance, by (m, k, variant): variant = diag (0-3) + 4 * act16.
-template <int DIAG, bool ACT16>
+// Every instance, by (m, k, variant): variant = diag (0-3) + 4 * options (bits of Opt).
+template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
   if (m <= 8)
-    return k == 4096 ? launch<1, 4, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
-                     : launch<1, 2, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-  return k == 4096 ? launch<2, 4, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
-                   : launch<2, 2, DIAG, ACT16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    return k == 4096 ? launch<1, 4, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
+                     : launch<1, 2, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+  return k == 4096 ? launch<2, 4, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
+                   : launch<2, 2, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
 }
 
 int dispatch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
              int variant, int pdl, cudaStream_t s, int* regs, int* spill, int* ctas) {
   switch (variant) {
-    case 0: return dispatch_k<kFull, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-    case 1: return dispatch_k<kNoDecode, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-    case 2: return dispatch_k<kNoMma, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-    case 3: return dispatch_k<kLoadsOnly, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-    case 4: return dispatch_k<kFull, true>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 0: return dispatch_k<kFull, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 1: return dispatch_k<kNoDecode, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2: return dispatch_k<kNoMma, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 3: return dispatch_k<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 4: return dispatch_k<kFull, kAct16>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8: return dispatch_k<kFull, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 11: return dispatch_k<kLoadsOnly, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 19: return dispatch_k<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 27: return dispatch_k<kLoadsOnly, kAllAtEntry | kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

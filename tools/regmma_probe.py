@@ -40,6 +40,10 @@ VARIANTS = [
     (1, "diag: no decode", False),
     (2, "diag: no mma", False),
     (3, "diag: loads only", False),
+    (8, "regmma probe, three blocks at entry", True),
+    (11, "diag: loads only, three blocks at entry", False),
+    (19, "diag: loads only, no activations", False),
+    (27, "diag: loads only, no activations, three blocks at entry", False),
 ]
 
 
