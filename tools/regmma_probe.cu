@@ -275,6 +275,114 @@ int launch(const void* w, const void* ws, const void* act, const void* xs, void*
                                 static_cast<__nv_bfloat16*>(out), n, k, m));
 }
 
+// ---- the swapped orientation: 8-row CTAs (session 35, second probe) ---------------------------------
+//
+// The first kernel's 16-row CTAs leave the SMs unevenly loaded (5120 rows = 320 CTAs on 132 SMs: 2 or 3
+// an SM, the busiest 1.24x the mean). Here the weight is mma's B operand (n8 = 8 weight rows) and the
+// activations its A operand (m16 = tokens 0-15, zeros past m): CTAs of 8 rows and 4 warps, n / 8 of them
+// (640 / 576 / 512 on the Qwen shapes, 5 an SM), warp w on K slice [w K / 4, (w + 1) K / 4).
+// Thread (g, t) loads 16 contiguous bytes of row g at K offset 64 c + 16 t of each chunk c; mma s takes
+// bytes 4 s, 4 s + 1 as B's k {2t, 2t + 1} and 4 s + 2, 4 s + 3 as {2t + 8, 2t + 9}; the activations of
+// tokens g and g + 8 at the same 16 K (e4m3, read straight from global memory: L2 hits) fill A under the
+// same order. The accumulator: c0 / c1 = token g, rows 2t / 2t + 1; c2 / c3 = token g + 8.
+template <int K_BLOCKS, int DIAG, int OPTS>
+__global__ void __launch_bounds__(128, 5)
+    regmma_swapped_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
+                          const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
+  constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
+  constexpr int kAhead = K_BLOCKS < 4 ? K_BLOCKS : 4;
+  __shared__ float red[4][16][8];
+  pdl_launch_dependents();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = blockIdx.x * 8;
+  const int k0 = warp * K_BLOCKS * 128;
+  const uint8_t* row = w + (size_t)(row0 + g) * k + k0 + 16 * t;
+  uint4 wbuf[K_BLOCKS][2];  // block b, chunk c
+#pragma unroll
+  for (int b = 0; b < kAhead; ++b)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) wbuf[b][c] = load_stream_16B(row + b * 128 + c * 64);
+  pdl_wait();
+  const int kblocks = k / 128;
+  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
+  const bool tok_lo = g < m && !NO_ACT, tok_hi = g + 8 < m && !NO_ACT;
+  float total[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int b = 0; b < K_BLOCKS; ++b) {
+    if (b + kAhead < K_BLOCKS)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_stream_16B(row + (b + kAhead) * 128 + c * 64);
+    const float x_lo = tok_lo ? xs[(size_t)g * kblocks + k0 / 128 + b] : 0.f;
+    const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + k0 / 128 + b] : 0.f;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const size_t chunk = (size_t)(k0 / 64 + 2 * b + c);
+      const uint4 a_lo = tok_lo ? *reinterpret_cast<const uint4*>(act + (chunk * m + g) * 64 + 16 * t)
+                                : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 a_hi = tok_hi ? *reinterpret_cast<const uint4*>(act + (chunk * m + g + 8) * 64 + 16 * t)
+                                : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t wv = word_of(wbuf[b][c], s), lo = word_of(a_lo, s), hi = word_of(a_hi, s);
+        if (DIAG == kLoadsOnly) {
+          acc[0] += __uint_as_float((wv ^ lo ^ hi) & 0x3c003c00u);
+        } else {
+          mma_f16_f32(acc, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), e4m3x2_to_f16x2(lo >> 16),
+                      e4m3x2_to_f16x2(hi >> 16), e4m3x2_to_f16x2(wv), e4m3x2_to_f16x2(wv >> 16));
+        }
+      }
+    }
+    const float wsc = ws_row[b];
+    total[0] += acc[0] * (x_lo * wsc);  // token g, row 2t
+    total[1] += acc[1] * (x_lo * wsc);  // token g, row 2t + 1
+    total[2] += acc[2] * (x_hi * wsc);  // token g + 8, row 2t
+    total[3] += acc[3] * (x_hi * wsc);  // token g + 8, row 2t + 1
+  }
+  red[warp][g][2 * t] = total[0];
+  red[warp][g][2 * t + 1] = total[1];
+  red[warp][g + 8][2 * t] = total[2];
+  red[warp][g + 8][2 * t + 1] = total[3];
+  __syncthreads();
+  for (int i = threadIdx.x; i < 8 * m; i += 128) {
+    const int tok = i / 8, r = i % 8;
+    const float sum = red[0][tok][r] + red[1][tok][r] + red[2][tok][r] + red[3][tok][r];
+    out[(size_t)tok * n + row0 + r] = __float2bfloat16_rn(sum);
+  }
+}
+
+template <int K_BLOCKS, int DIAG, int OPTS>
+int launch_swapped(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
+                   int pdl, cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  auto kernel = regmma_swapped_kernel<K_BLOCKS, DIAG, OPTS>;
+  if (regs != nullptr) {
+    cudaFuncAttributes a;
+    if (cudaError_t e = cudaFuncGetAttributes(&a, kernel); e != cudaSuccess) return int(e);
+    *regs = a.numRegs;
+    *spill_bytes = int(a.localSizeBytes);
+    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, 128, 0));
+  }
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(n / 8), 1, 1);
+  config.blockDim = dim3(128, 1, 1);
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = pdl ? 1 : 0;
+  return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(w), static_cast<const float*>(ws),
+                                static_cast<const uint8_t*>(act), static_cast<const float*>(xs),
+                                static_cast<__nv_bfloat16*>(out), n, k, m));
+}
+
+template <int DIAG, int OPTS>
+int dispatch_swapped(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
+                     int pdl, cudaStream_t s, int* regs, int* spill, int* ctas) {
+  return k == 4096 ? launch_swapped<8, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas)
+                   : launch_swapped<4, DIAG, OPTS>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+}
+
 bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k == 4096) && m >= 1 && m <= 16; }
 
 }  // namespace
@@ -302,6 +410,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 11: return dispatch_k<kLoadsOnly, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 19: return dispatch_k<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 27: return dispatch_k<kLoadsOnly, kAllAtEntry | kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    // 32 + : the swapped orientation (8-row CTAs)
+    case 32: return dispatch_swapped<kFull, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                 ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

@@ -44,6 +44,9 @@ VARIANTS = [
     (11, "diag: loads only, three blocks at entry", False),
     (19, "diag: loads only, no activations", False),
     (27, "diag: loads only, no activations, three blocks at entry", False),
+    (32, "swapped: 8-row CTAs", True),
+    (35, "swapped diag: loads only", False),
+    (51, "swapped diag: loads only, no activations", False),
 ]
 
 
@@ -124,7 +127,7 @@ def run(args) -> dict:
             w0, ws0, _ = weights[0]
             ref = reference(q, xs, w0, ws0)
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
-            for code, name, checked in VARIANTS:
+            for code, name, checked in (v for v in VARIANTS if args.variants is None or v[0] in args.variants):
                 out.fill_(float("nan"))
                 probe.launch(w0, ws0, act, xs, out, n, k, m, code)
                 sc.wait_or_die(f"{name} N={n} K={k} M={m}")
@@ -157,7 +160,8 @@ def print_table(result: dict) -> None:
     for r in result["rows"]:
         by.setdefault((r["N"], r["K"], r["M"]), {})[r["variant"]] = r
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git']}  copy {result['copy_TBps']:.2f} TB/s")
-    names = [name for _, name, _ in VARIANTS] + ["fused default", "fused flag 6"]
+    present = {r["variant"] for r in result["rows"]}
+    names = [name for _, name, _ in VARIANTS if name in present] + ["fused default", "fused flag 6"]
     print("us (floor/us) per point; columns: " + " | ".join(names))
     for (n, k, m), v in sorted(by.items(), key=lambda x: (-x[0][0] * x[0][1], x[0][2])):
         cells = [f"{v[x]['us']:6.2f} ({v[x]['floor_over_us']:.3f})" if x in v else "      -        " for x in names]
@@ -173,9 +177,14 @@ def main() -> int:
     parser.add_argument("--out", help="directory for regmma_probe.json")
     parser.add_argument("--ms", default="1,4,8,16", help="token counts (1-16), comma-separated")
     parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--variants", help="comma-separated variant codes (default: all): " + ", ".join(
+        f"{code} = {name}" for code, name, _ in VARIANTS))
     parser.add_argument("--compile-only", action="store_true", help="build the probe and exit (no GPU needed)")
     args = parser.parse_args()
     args.ms = [int(x) for x in args.ms.split(",")]
+    args.variants = [int(x) for x in args.variants.split(",")] if args.variants else None
+    if args.variants and not set(args.variants) <= {code for code, _, _ in VARIANTS}:
+        parser.error("--variants: unknown code")
     if any(m < 1 or m > 16 for m in args.ms):
         parser.error("--ms: every M must be 1-16")
     if args.compile_only:
