@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(128, 5)
     regmma_swapped_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
                           const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
   constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
-  constexpr int kAhead = K_BLOCKS < 4 ? K_BLOCKS : 4;
+  constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
   __shared__ float red[4][16][8];
   pdl_launch_dependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -327,6 +327,9 @@ __global__ void __launch_bounds__(128, 5)
         const uint32_t wv = word_of(wbuf[b][c], s), lo = word_of(a_lo, s), hi = word_of(a_hi, s);
         if (DIAG == kLoadsOnly) {
           acc[0] += __uint_as_float((wv ^ lo ^ hi) & 0x3c003c00u);
+        } else if (DIAG == kNoDecode) {
+          mma_f16_f32(acc, lo & 0x3c003c00u, hi & 0x3c003c00u, lo & 0x3c00u, hi & 0x3c00u, wv & 0x3c003c00u,
+                      wv & 0x3c00u);
         } else {
           mma_f16_f32(acc, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), e4m3x2_to_f16x2(lo >> 16),
                       e4m3x2_to_f16x2(hi >> 16), e4m3x2_to_f16x2(wv), e4m3x2_to_f16x2(wv >> 16));
@@ -412,6 +415,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 27: return dispatch_k<kLoadsOnly, kAllAtEntry | kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     // 32 + : the swapped orientation (8-row CTAs)
     case 32: return dispatch_swapped<kFull, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 33: return dispatch_swapped<kNoDecode, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 40: return dispatch_swapped<kFull, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 43: return dispatch_swapped<kLoadsOnly, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 59: return dispatch_swapped<kLoadsOnly, kAllAtEntry | kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s,
+                                                                               regs, spill, ctas);
     case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                  ctas);

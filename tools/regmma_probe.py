@@ -47,6 +47,10 @@ VARIANTS = [
     (32, "swapped: 8-row CTAs", True),
     (35, "swapped diag: loads only", False),
     (51, "swapped diag: loads only, no activations", False),
+    (33, "swapped diag: no decode", False),
+    (40, "swapped, every block at entry", True),
+    (43, "swapped diag: loads only, every block at entry", False),
+    (59, "swapped diag: loads only, no activations, every block at entry", False),
 ]
 
 
