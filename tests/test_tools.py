@@ -455,3 +455,83 @@ def test_stream_ceiling_chain_activation_fold_matches_the_kernels_walk():
                     unit = units[(u >> shift) * row_units + first + (u & (slice_units - 1))]
                     walked[b] ^= unit[0] ^ unit[1] ^ unit[2] ^ unit[3]
         assert (sc.expected_act_fold(words, m, k, grid, split) == walked).all(), (m, k, split)
+
+
+def _mma_m16n8k16(a_frag, b_frag):
+    """mma.sync m16n8k16 from per-lane fragments, as the PTX ISA lays them out: lane (g = lane / 4,
+    t = lane % 4) holds A[g][2t, 2t+1] (a0), A[g+8][2t, 2t+1] (a1), A[g][2t+8, 2t+9] (a2), A[g+8][2t+8, 2t+9]
+    (a3) and B[2t, 2t+1][g] (b0), B[2t+8, 2t+9][g] (b1); returns the 16 x 8 product."""
+    import numpy as np
+    a, b = np.full((16, 16), np.nan), np.full((16, 8), np.nan)
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        a0, a1, a2, a3 = a_frag[lane]
+        b0, b1 = b_frag[lane]
+        a[g, 2 * t:2 * t + 2], a[g + 8, 2 * t:2 * t + 2] = a0, a1
+        a[g, 2 * t + 8:2 * t + 10], a[g + 8, 2 * t + 8:2 * t + 10] = a2, a3
+        b[2 * t:2 * t + 2, g], b[2 * t + 8:2 * t + 10, g] = b0, b1
+    assert not np.isnan(a).any() and not np.isnan(b).any(), "a lane's fragment left an element unset"
+    return a @ b
+
+
+def test_regmma_probe_k_order_pairs_each_weight_byte_with_its_activation():
+    """tools/regmma_probe.cu's K order, emulated lane by lane: lane (g, t) holds the 16 contiguous bytes at
+    K offset 16 t of a 64-K chunk and mma s takes its bytes 4s, 4s+1 as the pair k {2t, 2t+1} and 4s+2,
+    4s+3 as {2t+8, 2t+9}, for the weight and the activations alike. Summed over s = 0..3, both orientations
+    (16 weight rows as A, tokens as B; 8 weight rows as B, 16 tokens as A) give W X^T of the chunk."""
+    import numpy as np
+    rng = np.random.default_rng(35)
+    w, x = rng.standard_normal((16, 64)), rng.standard_normal((16, 64))  # 16 weight rows, 16 tokens
+    piece = lambda row, t, s, half: row[16 * t + 4 * s + 2 * half:16 * t + 4 * s + 2 * half + 2]
+    rows_as_a = np.zeros((16, 8))
+    tokens_as_a = np.zeros((16, 8))
+    for s in range(4):
+        lanes = [divmod(lane, 4) for lane in range(32)]
+        rows_as_a += _mma_m16n8k16(
+            [(piece(w[g], t, s, 0), piece(w[g + 8], t, s, 0), piece(w[g], t, s, 1), piece(w[g + 8], t, s, 1))
+             for g, t in lanes],
+            [(piece(x[g], t, s, 0), piece(x[g], t, s, 1)) for g, t in lanes])
+        tokens_as_a += _mma_m16n8k16(
+            [(piece(x[g], t, s, 0), piece(x[g + 8], t, s, 0), piece(x[g], t, s, 1), piece(x[g + 8], t, s, 1))
+             for g, t in lanes],
+            [(piece(w[g], t, s, 0), piece(w[g], t, s, 1)) for g, t in lanes])
+    np.testing.assert_allclose(rows_as_a, w @ x[:8].T, rtol=1e-12, atol=1e-12)  # [row][token]
+    np.testing.assert_allclose(tokens_as_a, x @ w[:8].T, rtol=1e-12, atol=1e-12)  # [token][row]
+
+
+def test_regmma_probe_reference_is_the_spec_block_sum():
+    """The probe's float64 check model (reference) against SPEC 3.4 written out block by block, and its
+    activations: e4m3, finite, spread from subnormals (below 2^-6) to near 448."""
+    import torch
+    probe = load_tool("regmma_probe")
+    g = torch.Generator().manual_seed(7)
+    m, n, k = 3, 136, 256  # n not a multiple of 128: the last scale row covers 8 rows
+    q, xs = probe.activations(m, k, g, "cpu")
+    assert q.dtype == torch.float8_e4m3fn and xs.shape == (m, k // 128) and bool((xs > 0).all())
+    qf = q.float()
+    assert bool(torch.isfinite(qf).all())
+    mags = qf.abs()[qf != 0]
+    assert float(mags.min()) < 2 ** -6 and float(mags.max()) >= 256
+    w = (torch.randn(n, k, generator=g) * 0.5).to(torch.float8_e4m3fn)
+    ws = torch.rand(2, k // 128, generator=g) + 0.5
+    want = torch.zeros(m, n, dtype=torch.float64)
+    for i in range(m):
+        for j in range(n):
+            for kb in range(k // 128):
+                block = slice(128 * kb, 128 * kb + 128)
+                dot = (q[i, block].double() * w[j, block].double()).sum()
+                want[i, j] += float(xs[i, kb]) * float(ws[j // 128, kb]) * dot
+    torch.testing.assert_close(probe.reference(q, xs, w, ws), want, rtol=1e-12, atol=1e-12)
+    errs = probe.row_errors(want.to(torch.bfloat16), want)
+    assert max(errs) <= probe.TOLERANCE and min(errs) > 0  # the bf16 cast alone: nonzero, within SPEC
+
+
+def test_regmma_probe_builds_for_sm90a():
+    """tools/regmma_probe.cu compiles for sm_90a where nvcc exists (CI has it), so a probe that rots is
+    caught on the CPU machine."""
+    import shutil
+    if not (shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")):
+        pytest.skip("nvcc not found: cannot build tools/regmma_probe.cu")
+    done = subprocess.run([sys.executable, os.path.join(TOOLS, "regmma_probe.py"), "--compile-only"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
