@@ -31,52 +31,29 @@
 // Plain CUDA, built and called by tools/regmma_probe.py through ctypes.
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+// The library's own wrappers: the streaming load, cvt e4m3x2 -> f16x2, mma.sync m16n8k16, griddepcontrol.
+#include "../kernels/cuda/sm90_ptx.cuh"
+
 namespace {
+
+using namespace sgl_fp8::sm90;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-__device__ __forceinline__ uint4 load_stream_16B(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// Two e4m3 (low byte first) -> f16x2 (low half first): one cvt.rn.f16x2.e4m3x2.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two_bytes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two_bytes & 0xffffu), __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
-
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
-}
-
-__device__ __forceinline__ void mma_f16_f32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                            uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // One 128-K block of this thread's two rows: chunk c's row-g piece in [2c], row g + 8's in [2c + 1].
 __device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g, const uint8_t* row_g8, int block) {
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
-    dst[2 * c] = load_stream_16B(row_g + block * 128 + c * 64);
-    dst[2 * c + 1] = load_stream_16B(row_g8 + block * 128 + c * 64);
+    dst[2 * c] = load_streaming_16B(row_g + block * 128 + c * 64);
+    dst[2 * c + 1] = load_streaming_16B(row_g8 + block * 128 + c * 64);
   }
 }
 
@@ -105,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   constexpr bool ACT16 = (OPTS & kAct16) != 0, NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
   constexpr int kActBytes = ACT16 ? 2 : 1;
-  pdl_launch_dependents();
+  allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 16;
   const int k0 = warp * K_BLOCKS * 128;
@@ -116,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   uint4 wbuf[K_BLOCKS][4];  // fully unrolled: block b's registers are live from its load to its use
 #pragma unroll
   for (int b = 0; b < kAhead; ++b) load_block(wbuf[b], row_g, row_g8, b);
-  pdl_wait();
+  wait_for_previous_grid();
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
   const int chunk0 = k0 / 64;
@@ -127,10 +104,10 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int i = lane; i < (NO_ACT ? 0 : units); i += 32) {
       const uint4 v = src[i];
       if (ACT16) {
-        dst[2 * i] = make_uint4(e4m3x2_to_f16x2(v.x), e4m3x2_to_f16x2(v.x >> 16), e4m3x2_to_f16x2(v.y),
-                                e4m3x2_to_f16x2(v.y >> 16));
-        dst[2 * i + 1] = make_uint4(e4m3x2_to_f16x2(v.z), e4m3x2_to_f16x2(v.z >> 16), e4m3x2_to_f16x2(v.w),
-                                    e4m3x2_to_f16x2(v.w >> 16));
+        dst[2 * i] = make_uint4(cvt_e4m3x2_to_f16x2(v.x), cvt_e4m3x2_to_f16x2(v.x >> 16), cvt_e4m3x2_to_f16x2(v.y),
+                                cvt_e4m3x2_to_f16x2(v.y >> 16));
+        dst[2 * i + 1] = make_uint4(cvt_e4m3x2_to_f16x2(v.z), cvt_e4m3x2_to_f16x2(v.z >> 16), cvt_e4m3x2_to_f16x2(v.w),
+                                    cvt_e4m3x2_to_f16x2(v.w >> 16));
       } else {
         dst[i] = v;
       }
@@ -161,11 +138,9 @@ __global__ void __launch_bounds__(kThreads, 3)
         x_scale[nt][j] = tok < m && !NO_ACT ? xs[(size_t)tok * kblocks + k0 / 128 + b] : 0.f;
       }
 
-    float acc[NT][4];
+    float4 acc[NT];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
+    for (int nt = 0; nt < NT; ++nt) acc[nt] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       // this thread's 16 activation values of token 8 nt + g in the chunk (zeros past m)
@@ -190,20 +165,20 @@ __global__ void __launch_bounds__(kThreads, 3)
             b0 = b1 = word_of(act_lo[nt], s);
           } else {
             const uint32_t x = word_of(act_lo[nt], s);
-            b0 = e4m3x2_to_f16x2(x);
-            b1 = e4m3x2_to_f16x2(x >> 16);
+            b0 = cvt_e4m3x2_to_f16x2(x);
+            b1 = cvt_e4m3x2_to_f16x2(x >> 16);
           }
           if (DIAG == kLoadsOnly) {
-            acc[nt][0] += __uint_as_float((wg ^ wg8 ^ b0) & 0x3c003c00u);
+            acc[nt].x += __uint_as_float((wg ^ wg8 ^ b0) & 0x3c003c00u);
           } else if (DIAG == kNoDecode) {
-            mma_f16_f32(acc[nt], wg & 0x3c003c00u, wg8 & 0x3c003c00u, wg & 0x3c00u, wg8 & 0x3c00u, b0, b1);
+            mma_f16_16x8x16(acc[nt], wg & 0x3c003c00u, wg8 & 0x3c003c00u, wg & 0x3c00u, wg8 & 0x3c00u, b0, b1);
           } else {
-            const uint32_t a0 = e4m3x2_to_f16x2(wg), a2 = e4m3x2_to_f16x2(wg >> 16);
-            const uint32_t a1 = e4m3x2_to_f16x2(wg8), a3 = e4m3x2_to_f16x2(wg8 >> 16);
+            const uint32_t a0 = cvt_e4m3x2_to_f16x2(wg), a2 = cvt_e4m3x2_to_f16x2(wg >> 16);
+            const uint32_t a1 = cvt_e4m3x2_to_f16x2(wg8), a3 = cvt_e4m3x2_to_f16x2(wg8 >> 16);
             if (DIAG == kNoMma) {
-              acc[nt][0] += __uint_as_float((a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1) & 0x3c003c00u);
+              acc[nt].x += __uint_as_float((a0 ^ a1 ^ a2 ^ a3 ^ b0 ^ b1) & 0x3c003c00u);
             } else {
-              mma_f16_f32(acc[nt], a0, a1, a2, a3, b0, b1);
+              mma_f16_16x8x16(acc[nt], a0, a1, a2, a3, b0, b1);
             }
           }
         }
@@ -213,10 +188,10 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const float s0 = x_scale[nt][0] * wsc, s1 = x_scale[nt][1] * wsc;
-      total[nt][0] += acc[nt][0] * s0;  // row g, token 2t
-      total[nt][1] += acc[nt][1] * s1;  // row g, token 2t + 1
-      total[nt][2] += acc[nt][2] * s0;  // row g + 8, token 2t
-      total[nt][3] += acc[nt][3] * s1;  // row g + 8, token 2t + 1
+      total[nt][0] += acc[nt].x * s0;  // row g, token 2t
+      total[nt][1] += acc[nt].y * s1;  // row g, token 2t + 1
+      total[nt][2] += acc[nt].z * s0;  // row g + 8, token 2t
+      total[nt][3] += acc[nt].w * s1;  // row g + 8, token 2t + 1
     }
   }
 
@@ -292,7 +267,7 @@ __global__ void __launch_bounds__(128, 5)
   constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
   __shared__ float red[4][16][8];
-  pdl_launch_dependents();
+  allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 8;
   const int k0 = warp * K_BLOCKS * 128;
@@ -301,8 +276,8 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll
   for (int b = 0; b < kAhead; ++b)
 #pragma unroll
-    for (int c = 0; c < 2; ++c) wbuf[b][c] = load_stream_16B(row + b * 128 + c * 64);
-  pdl_wait();
+    for (int c = 0; c < 2; ++c) wbuf[b][c] = load_streaming_16B(row + b * 128 + c * 64);
+  wait_for_previous_grid();
   const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
   const bool tok_lo = g < m && !NO_ACT, tok_hi = g + 8 < m && !NO_ACT;
@@ -311,10 +286,10 @@ __global__ void __launch_bounds__(128, 5)
   for (int b = 0; b < K_BLOCKS; ++b) {
     if (b + kAhead < K_BLOCKS)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_stream_16B(row + (b + kAhead) * 128 + c * 64);
+      for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
     const float x_lo = tok_lo ? xs[(size_t)g * kblocks + k0 / 128 + b] : 0.f;
     const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + k0 / 128 + b] : 0.f;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       const size_t chunk = (size_t)(k0 / 64 + 2 * b + c);
@@ -326,21 +301,21 @@ __global__ void __launch_bounds__(128, 5)
       for (int s = 0; s < 4; ++s) {
         const uint32_t wv = word_of(wbuf[b][c], s), lo = word_of(a_lo, s), hi = word_of(a_hi, s);
         if (DIAG == kLoadsOnly) {
-          acc[0] += __uint_as_float((wv ^ lo ^ hi) & 0x3c003c00u);
+          acc.x += __uint_as_float((wv ^ lo ^ hi) & 0x3c003c00u);
         } else if (DIAG == kNoDecode) {
-          mma_f16_f32(acc, lo & 0x3c003c00u, hi & 0x3c003c00u, lo & 0x3c00u, hi & 0x3c00u, wv & 0x3c003c00u,
+          mma_f16_16x8x16(acc, lo & 0x3c003c00u, hi & 0x3c003c00u, lo & 0x3c00u, hi & 0x3c00u, wv & 0x3c003c00u,
                       wv & 0x3c00u);
         } else {
-          mma_f16_f32(acc, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), e4m3x2_to_f16x2(lo >> 16),
-                      e4m3x2_to_f16x2(hi >> 16), e4m3x2_to_f16x2(wv), e4m3x2_to_f16x2(wv >> 16));
+          mma_f16_16x8x16(acc, cvt_e4m3x2_to_f16x2(lo), cvt_e4m3x2_to_f16x2(hi), cvt_e4m3x2_to_f16x2(lo >> 16),
+                      cvt_e4m3x2_to_f16x2(hi >> 16), cvt_e4m3x2_to_f16x2(wv), cvt_e4m3x2_to_f16x2(wv >> 16));
         }
       }
     }
     const float wsc = ws_row[b];
-    total[0] += acc[0] * (x_lo * wsc);  // token g, row 2t
-    total[1] += acc[1] * (x_lo * wsc);  // token g, row 2t + 1
-    total[2] += acc[2] * (x_hi * wsc);  // token g + 8, row 2t
-    total[3] += acc[3] * (x_hi * wsc);  // token g + 8, row 2t + 1
+    total[0] += acc.x * (x_lo * wsc);  // token g, row 2t
+    total[1] += acc.y * (x_lo * wsc);  // token g, row 2t + 1
+    total[2] += acc.z * (x_hi * wsc);  // token g + 8, row 2t
+    total[3] += acc.w * (x_hi * wsc);  // token g + 8, row 2t + 1
   }
   red[warp][g][2 * t] = total[0];
   red[warp][g][2 * t + 1] = total[1];
