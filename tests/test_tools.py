@@ -535,3 +535,30 @@ def test_regmma_probe_builds_for_sm90a():
     done = subprocess.run([sys.executable, os.path.join(TOOLS, "regmma_probe.py"), "--compile-only"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_regmma_probe_contiguous_diagnostic_reads_the_fragment_patterns_bytes():
+    """The kContiguous diagnostic of tools/regmma_probe.cu (load j of a warp = the 512 bytes at offset 512 j
+    of its rows x K-slice region, row-major) reads exactly the bytes the fragment pattern reads, each once,
+    with the same number of loads a lane: 16-row CTAs (lane (g, t): rows g and g + 8 at 128 b + 64 c + 16 t)
+    and 8-row CTAs (lane (g, t): row g at 128 b + 64 c + 16 t), for K slices of 2 and 4 blocks (16-row) and
+    4 and 8 blocks (8-row)."""
+    def contiguous(loads, slice_bytes):
+        out = []
+        for j in range(loads):
+            for lane in range(32):
+                o = 512 * j + 16 * lane
+                out += [(o // slice_bytes, o % slice_bytes + i) for i in range(16)]
+        return out
+
+    for k_blocks in (2, 4):  # 16-row kernel: 4 loads a block
+        frag = [(row, 128 * b + 64 * c + 16 * t + i)
+                for b in range(k_blocks) for c in range(2) for lane in range(32)
+                for row in (lane // 4, lane // 4 + 8) for t in (lane % 4,) for i in range(16)]
+        cont = contiguous(4 * k_blocks, 128 * k_blocks)
+        assert len(cont) == len(set(cont)) == len(frag) == len(set(frag)) and set(cont) == set(frag)
+    for k_blocks in (4, 8):  # 8-row kernel: 2 loads a block
+        frag = [(lane // 4, 128 * b + 64 * c + 16 * (lane % 4) + i)
+                for b in range(k_blocks) for c in range(2) for lane in range(32) for i in range(16)]
+        cont = contiguous(2 * k_blocks, 128 * k_blocks)
+        assert len(cont) == len(set(cont)) == len(frag) == len(set(frag)) and set(cont) == set(frag)

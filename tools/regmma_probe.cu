@@ -57,6 +57,13 @@ __device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g
   }
 }
 
+// kContiguous: the warp's load j (of its 16-row x `slice` region, row-major) is the 512 bytes at offset
+// 512 j; this lane's 16 of them. Same byte count and load count as the fragment pattern.
+__device__ __forceinline__ uint4 load_contiguous(const uint8_t* w, int k, int row0, int k0, int slice, int j) {
+  const int o = j * 512 + 16 * (threadIdx.x & 31);
+  return load_streaming_16B(w + (size_t)(row0 + o / slice) * k + k0 + o % slice);
+}
+
 // Diagnostic variants (garbage outputs): what each part of the work costs in this structure.
 enum Diag : int {
   kFull = 0,       // the GEMM
@@ -71,6 +78,9 @@ enum Opt : int {
   kAllAtEntry = 2,  // three weight blocks of the thread in flight before the wait (all of them where k = 2048;
                     // four spill at 3 CTAs an SM), else two; then one a block
   kNoActivations = 4,  // diagnostic: no activations, no xs (zeros; nothing read after the wait but the output)
+  kContiguous = 8,     // diagnostic, with kLoadsOnly: the same bytes and loads, but each warp instruction reads
+                       // 512 contiguous bytes (one or two whole rows of the warp's K slice) instead of the
+                       // mma fragments' 8 rows x 64 bytes: is the fragment pattern what slows the stream?
 };
 
 // NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
@@ -81,6 +91,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64] (e4m3, or f16), then the partials
   constexpr bool ACT16 = (OPTS & kAct16) != 0, NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
+  constexpr bool CONTIG = (OPTS & kContiguous) != 0;
+  static_assert(!CONTIG || DIAG == kLoadsOnly, "the contiguous pattern is a loads-only diagnostic");
   constexpr int kActBytes = ACT16 ? 2 : 1;
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -92,7 +104,14 @@ __global__ void __launch_bounds__(kThreads, 3)
   // The weight never depends on the previous kernel: two blocks in flight before the wait.
   uint4 wbuf[K_BLOCKS][4];  // fully unrolled: block b's registers are live from its load to its use
 #pragma unroll
-  for (int b = 0; b < kAhead; ++b) load_block(wbuf[b], row_g, row_g8, b);
+  for (int b = 0; b < kAhead; ++b) {
+    if (CONTIG) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wbuf[b][i] = load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 4 * b + i);
+    } else {
+      load_block(wbuf[b], row_g, row_g8, b);
+    }
+  }
   wait_for_previous_grid();
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
@@ -128,7 +147,15 @@ __global__ void __launch_bounds__(kThreads, 3)
     uint4 cur[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
-    if (b + kAhead < K_BLOCKS) load_block(wbuf[b + kAhead], row_g, row_g8, b + kAhead);
+    if (b + kAhead < K_BLOCKS) {
+      if (CONTIG) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          wbuf[b + kAhead][i] = load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 4 * (b + kAhead) + i);
+      } else {
+        load_block(wbuf[b + kAhead], row_g, row_g8, b + kAhead);
+      }
+    }
     float x_scale[NT][2];  // xs of tokens 8 nt + 2t, + 1 for this block (0 past m)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -266,6 +293,8 @@ __global__ void __launch_bounds__(128, 5)
                           const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
   constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
+  constexpr bool CONTIG = (OPTS & kContiguous) != 0;  // 8 rows x K/4: load j = 512 bytes at offset 512 j
+  static_assert(!CONTIG || DIAG == kLoadsOnly, "the contiguous pattern is a loads-only diagnostic");
   __shared__ float red[4][16][8];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -276,7 +305,9 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll
   for (int b = 0; b < kAhead; ++b)
 #pragma unroll
-    for (int c = 0; c < 2; ++c) wbuf[b][c] = load_streaming_16B(row + b * 128 + c * 64);
+    for (int c = 0; c < 2; ++c)
+      wbuf[b][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
+                          : load_streaming_16B(row + b * 128 + c * 64);
   wait_for_previous_grid();
   const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
@@ -286,7 +317,9 @@ __global__ void __launch_bounds__(128, 5)
   for (int b = 0; b < K_BLOCKS; ++b) {
     if (b + kAhead < K_BLOCKS)
 #pragma unroll
-      for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
+      for (int c = 0; c < 2; ++c)
+        wbuf[b + kAhead][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
+                                     : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
     const float x_lo = tok_lo ? xs[(size_t)g * kblocks + k0 / 128 + b] : 0.f;
     const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + k0 / 128 + b] : 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -395,6 +428,9 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 43: return dispatch_swapped<kLoadsOnly, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 59: return dispatch_swapped<kLoadsOnly, kAllAtEntry | kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s,
                                                                                regs, spill, ctas);
+    // the contiguous-load diagnostics (kContiguous): 16-row and 8-row, activations kept
+    case 67: return dispatch_k<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 99: return dispatch_swapped<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                  ctas);

@@ -51,6 +51,8 @@ VARIANTS = [
     (40, "swapped, every block at entry", True),
     (43, "swapped diag: loads only, every block at entry", False),
     (59, "swapped diag: loads only, no activations, every block at entry", False),
+    (67, "diag: loads only, contiguous (not yet run on a GPU)", False),
+    (99, "swapped diag: loads only, contiguous (not yet run on a GPU)", False),
 ]
 
 
