@@ -537,28 +537,34 @@ def test_regmma_probe_builds_for_sm90a():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_regmma_probe_contiguous_diagnostic_reads_the_fragment_patterns_bytes():
-    """The kContiguous diagnostic of tools/regmma_probe.cu (load j of a warp = the 512 bytes at offset 512 j
-    of its rows x K-slice region, row-major) reads exactly the bytes the fragment pattern reads, each once,
-    with the same number of loads a lane: 16-row CTAs (lane (g, t): rows g and g + 8 at 128 b + 64 c + 16 t)
-    and 8-row CTAs (lane (g, t): row g at 128 b + 64 c + 16 t), for K slices of 2 and 4 blocks (16-row) and
-    4 and 8 blocks (8-row)."""
+def test_regmma_probe_load_pattern_diagnostics_read_the_fragment_patterns_bytes():
+    """The loads-only diagnostics of tools/regmma_probe.cu in other patterns read exactly the bytes the
+    fragment pattern reads, each once, with the same number of loads a lane: kContiguous (load j of a warp =
+    the 512 bytes at offset 512 j of its rows x K-slice region, row-major) over the whole slice, and kRows4
+    (load i of block b: rows 4i .. 4i + 3, bytes 128 b + 16 (lane % 8) of row 4i + lane / 8) block by block.
+    Fragment pattern: 16-row CTAs, lane (g, t) rows g and g + 8 at 128 b + 64 c + 16 t; 8-row CTAs, row g.
+    K slices of 2 and 4 blocks (16-row) and 4 and 8 blocks (8-row)."""
     def contiguous(loads, slice_bytes):
-        out = []
-        for j in range(loads):
-            for lane in range(32):
-                o = 512 * j + 16 * lane
-                out += [(o // slice_bytes, o % slice_bytes + i) for i in range(16)]
-        return out
+        return [((512 * j + 16 * lane) // slice_bytes, (512 * j + 16 * lane) % slice_bytes + i)
+                for j in range(loads) for lane in range(32) for i in range(16)]
+
+    def rows4(block, loads):
+        return [(4 * j + lane // 8, 128 * block + 16 * (lane % 8) + i)
+                for j in range(loads) for lane in range(32) for i in range(16)]
+
+    def same_bytes_once(a, b):
+        return len(a) == len(set(a)) == len(b) == len(set(b)) and set(a) == set(b)
 
     for k_blocks in (2, 4):  # 16-row kernel: 4 loads a block
-        frag = [(row, 128 * b + 64 * c + 16 * t + i)
-                for b in range(k_blocks) for c in range(2) for lane in range(32)
-                for row in (lane // 4, lane // 4 + 8) for t in (lane % 4,) for i in range(16)]
-        cont = contiguous(4 * k_blocks, 128 * k_blocks)
-        assert len(cont) == len(set(cont)) == len(frag) == len(set(frag)) and set(cont) == set(frag)
+        frag = lambda blocks: [(row, 128 * b + 64 * c + 16 * (lane % 4) + i)
+                               for b in blocks for c in range(2) for lane in range(32)
+                               for row in (lane // 4, lane // 4 + 8) for i in range(16)]
+        assert same_bytes_once(contiguous(4 * k_blocks, 128 * k_blocks), frag(range(k_blocks)))
+        for b in range(k_blocks):
+            assert same_bytes_once(rows4(b, 4), frag([b]))
     for k_blocks in (4, 8):  # 8-row kernel: 2 loads a block
-        frag = [(lane // 4, 128 * b + 64 * c + 16 * (lane % 4) + i)
-                for b in range(k_blocks) for c in range(2) for lane in range(32) for i in range(16)]
-        cont = contiguous(2 * k_blocks, 128 * k_blocks)
-        assert len(cont) == len(set(cont)) == len(frag) == len(set(frag)) and set(cont) == set(frag)
+        frag = lambda blocks: [(lane // 4, 128 * b + 64 * c + 16 * (lane % 4) + i)
+                               for b in blocks for c in range(2) for lane in range(32) for i in range(16)]
+        assert same_bytes_once(contiguous(2 * k_blocks, 128 * k_blocks), frag(range(k_blocks)))
+        for b in range(k_blocks):
+            assert same_bytes_once(rows4(b, 2), frag([b]))

@@ -57,6 +57,12 @@ __device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g
   }
 }
 
+// kRows4: load i (0..3) of a 16-row block, or (0..1) of an 8-row one: rows 4i .. 4i + 3, 128 bytes each.
+__device__ __forceinline__ uint4 load_rows4(const uint8_t* w, int k, int row0, int k0, int block, int i) {
+  const int lane = threadIdx.x & 31;
+  return load_streaming_16B(w + (size_t)(row0 + 4 * i + lane / 8) * k + k0 + 128 * block + 16 * (lane % 8));
+}
+
 // kContiguous: the warp's load j (of its 16-row x `slice` region, row-major) is the 512 bytes at offset
 // 512 j; this lane's 16 of them. Same byte count and load count as the fragment pattern.
 __device__ __forceinline__ uint4 load_contiguous(const uint8_t* w, int k, int row0, int k0, int slice, int j) {
@@ -81,6 +87,9 @@ enum Opt : int {
   kContiguous = 8,     // diagnostic, with kLoadsOnly: the same bytes and loads, but each warp instruction reads
                        // 512 contiguous bytes (one or two whole rows of the warp's K slice) instead of the
                        // mma fragments' 8 rows x 64 bytes: is the fragment pattern what slows the stream?
+  kRows4 = 16,         // diagnostic, with kLoadsOnly: each warp instruction reads 4 rows x 128 bytes (one
+                       // K block of each, whole cache lines), block by block as the GEMM consumes them: the
+                       // pattern a block-pipelined GEMM could load and then move into fragment order
 };
 
 // NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
@@ -91,8 +100,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64] (e4m3, or f16), then the partials
   constexpr bool ACT16 = (OPTS & kAct16) != 0, NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
-  constexpr bool CONTIG = (OPTS & kContiguous) != 0;
-  static_assert(!CONTIG || DIAG == kLoadsOnly, "the contiguous pattern is a loads-only diagnostic");
+  constexpr bool CONTIG = (OPTS & kContiguous) != 0, ROWS4 = (OPTS & kRows4) != 0;
+  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly, "the other load patterns are loads-only diagnostics");
   constexpr int kActBytes = ACT16 ? 2 : 1;
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -108,6 +117,9 @@ __global__ void __launch_bounds__(kThreads, 3)
     if (CONTIG) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) wbuf[b][i] = load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 4 * b + i);
+    } else if (ROWS4) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wbuf[b][i] = load_rows4(w, k, row0, k0, b, i);
     } else {
       load_block(wbuf[b], row_g, row_g8, b);
     }
@@ -152,6 +164,9 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           wbuf[b + kAhead][i] = load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 4 * (b + kAhead) + i);
+      } else if (ROWS4) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wbuf[b + kAhead][i] = load_rows4(w, k, row0, k0, b + kAhead, i);
       } else {
         load_block(wbuf[b + kAhead], row_g, row_g8, b + kAhead);
       }
@@ -294,7 +309,8 @@ __global__ void __launch_bounds__(128, 5)
   constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
   constexpr bool CONTIG = (OPTS & kContiguous) != 0;  // 8 rows x K/4: load j = 512 bytes at offset 512 j
-  static_assert(!CONTIG || DIAG == kLoadsOnly, "the contiguous pattern is a loads-only diagnostic");
+  constexpr bool ROWS4 = (OPTS & kRows4) != 0;        // load c of block b: rows 4c .. 4c + 3, 128 bytes each
+  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly, "the other load patterns are loads-only diagnostics");
   __shared__ float red[4][16][8];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -306,8 +322,9 @@ __global__ void __launch_bounds__(128, 5)
   for (int b = 0; b < kAhead; ++b)
 #pragma unroll
     for (int c = 0; c < 2; ++c)
-      wbuf[b][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
-                          : load_streaming_16B(row + b * 128 + c * 64);
+      wbuf[b][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
+                   : ROWS4 ? load_rows4(w, k, row0, k0, b, c)
+                           : load_streaming_16B(row + b * 128 + c * 64);
   wait_for_previous_grid();
   const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
@@ -318,8 +335,9 @@ __global__ void __launch_bounds__(128, 5)
     if (b + kAhead < K_BLOCKS)
 #pragma unroll
       for (int c = 0; c < 2; ++c)
-        wbuf[b + kAhead][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
-                                     : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
+        wbuf[b + kAhead][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
+                            : ROWS4 ? load_rows4(w, k, row0, k0, b + kAhead, c)
+                                    : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
     const float x_lo = tok_lo ? xs[(size_t)g * kblocks + k0 / 128 + b] : 0.f;
     const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + k0 / 128 + b] : 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -431,6 +449,8 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     // the contiguous-load diagnostics (kContiguous): 16-row and 8-row, activations kept
     case 67: return dispatch_k<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 99: return dispatch_swapped<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 71: return dispatch_k<kLoadsOnly, kRows4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 103: return dispatch_swapped<kLoadsOnly, kRows4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                  ctas);

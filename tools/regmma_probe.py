@@ -53,6 +53,8 @@ VARIANTS = [
     (59, "swapped diag: loads only, no activations, every block at entry", False),
     (67, "diag: loads only, contiguous (not yet run on a GPU)", False),
     (99, "swapped diag: loads only, contiguous (not yet run on a GPU)", False),
+    (71, "diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
+    (103, "swapped diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
 ]
 
 
