@@ -568,3 +568,32 @@ def test_regmma_probe_load_pattern_diagnostics_read_the_fragment_patterns_bytes(
         assert same_bytes_once(contiguous(2 * k_blocks, 128 * k_blocks), frag(range(k_blocks)))
         for b in range(k_blocks):
             assert same_bytes_once(rows4(b, 2), frag([b]))
+
+
+def test_regmma_probe_transpose_gives_each_lane_its_fragment_pieces_without_bank_conflicts():
+    """tools/regmma_probe.cu's kTranspose: a warp stores piece i of each lane (row 4i + lane / 8, 16-byte
+    unit lane % 8 of a 128-byte K block) at unit (lane % 8) XOR ((row & 1) << 2) of its row's 128 bytes, and
+    lane (g, t) reads rows g and g + 8 at unit (4c + t) XOR ((g & 1) << 2): it gets the fragment pattern's
+    pieces (row g / g + 8, unit 4c + t), and every 8-lane phase of a 16-byte store or load touches 8
+    different 16-byte bank groups."""
+    stored = {}
+    for i in range(4):
+        phase_groups = {q: set() for q in range(4)}
+        for lane in range(32):
+            r, u = 4 * i + lane // 8, lane % 8
+            address = r * 128 + (u ^ ((r & 1) << 2)) * 16
+            assert address not in stored
+            stored[address] = (r, u)
+            phase_groups[lane // 8].add((address // 16) % 8)
+        assert all(len(groups) == 8 for groups in phase_groups.values()), (i, phase_groups)
+    assert len(stored) == 128  # 16 rows x 8 units: the whole 2 KB block, each unit once
+    for c in range(2):
+        for rows in ((lambda g: g), (lambda g: g + 8)):
+            phase_groups = {q: set() for q in range(4)}
+            for lane in range(32):
+                g, t = divmod(lane, 4)
+                unit = (4 * c + t) ^ ((g & 1) << 2)
+                address = rows(g) * 128 + unit * 16
+                assert stored[address] == (rows(g), 4 * c + t)
+                phase_groups[lane // 8].add((address // 16) % 8)
+            assert all(len(groups) == 8 for groups in phase_groups.values()), (c, phase_groups)

@@ -90,6 +90,9 @@ enum Opt : int {
   kRows4 = 16,         // diagnostic, with kLoadsOnly: each warp instruction reads 4 rows x 128 bytes (one
                        // K block of each, whole cache lines), block by block as the GEMM consumes them: the
                        // pattern a block-pipelined GEMM could load and then move into fragment order
+  kTranspose = 32,     // with kRows4, the GEMM itself: each block's 4 x 128 pieces go through 2 KB of shared
+                       // memory a warp (16-byte units of row r XOR-swizzled by (r & 1) << 2: conflict-free
+                       // stores and fragment reads) and come back in the fragment pattern
 };
 
 // NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
@@ -101,7 +104,10 @@ __global__ void __launch_bounds__(kThreads, 3)
   constexpr bool ACT16 = (OPTS & kAct16) != 0, NO_ACT = (OPTS & kNoActivations) != 0;
   constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
   constexpr bool CONTIG = (OPTS & kContiguous) != 0, ROWS4 = (OPTS & kRows4) != 0;
-  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly, "the other load patterns are loads-only diagnostics");
+  constexpr bool TRANSPOSE = (OPTS & kTranspose) != 0;
+  static_assert(!TRANSPOSE || ROWS4, "the transpose takes the 4 x 128 pattern");
+  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || TRANSPOSE,
+                "the other load patterns are loads-only diagnostics unless transposed");
   constexpr int kActBytes = ACT16 ? 2 : 1;
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -159,6 +165,22 @@ __global__ void __launch_bounds__(kThreads, 3)
     uint4 cur[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
+    if (TRANSPOSE) {  // piece i of this lane: row 4i + lane / 8, unit lane % 8 -> fragment pieces
+      uint8_t* stage = smem + (size_t)m * k * kActBytes + (size_t)kWarps * 8 * NT * 16 * sizeof(float) + warp * 2048;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * i + (lane >> 3);
+        *reinterpret_cast<uint4*>(stage + r * 128 + (((lane & 7) ^ ((r & 1) << 2)) * 16)) = cur[i];
+      }
+      __syncwarp();
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int unit = (4 * c + t) ^ ((g & 1) << 2);  // rows g and g + 8 have the same parity
+        cur[2 * c] = *reinterpret_cast<const uint4*>(stage + g * 128 + unit * 16);
+        cur[2 * c + 1] = *reinterpret_cast<const uint4*>(stage + (g + 8) * 128 + unit * 16);
+      }
+      __syncwarp();  // every lane has read the block before the next one is stored
+    }
     if (b + kAhead < K_BLOCKS) {
       if (CONTIG) {
 #pragma unroll
@@ -258,15 +280,16 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-size_t smem_bytes(int m, int k, int nt, bool act16) {
-  return (size_t)m * k * (act16 ? 2 : 1) + (size_t)kWarps * 8 * nt * 16 * sizeof(float);
+size_t smem_bytes(int m, int k, int nt, bool act16, bool transpose = false) {
+  return (size_t)m * k * (act16 ? 2 : 1) + (size_t)kWarps * 8 * nt * 16 * sizeof(float) +
+         (transpose ? (size_t)kWarps * 2048 : 0);
 }
 
 template <int NT, int K_BLOCKS, int DIAG, int OPTS>
 int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
            cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
   auto kernel = regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>;
-  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0);
+  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return int(e);
@@ -450,6 +473,7 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 67: return dispatch_k<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 99: return dispatch_swapped<kLoadsOnly, kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 71: return dispatch_k<kLoadsOnly, kRows4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 72: return dispatch_k<kFull, kRows4 | kTranspose>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 103: return dispatch_swapped<kLoadsOnly, kRows4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,

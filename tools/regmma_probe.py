@@ -55,6 +55,7 @@ VARIANTS = [
     (99, "swapped diag: loads only, contiguous (not yet run on a GPU)", False),
     (71, "diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
     (103, "swapped diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
+    (72, "regmma probe, 4 x 128 loads through a shared-memory transpose (not yet run on a GPU)", True),
 ]
 
 
