@@ -285,27 +285,29 @@ size_t smem_bytes(int m, int k, int nt, bool act16, bool transpose = false) {
          (transpose ? (size_t)kWarps * 2048 : 0);
 }
 
-template <int NT, int K_BLOCKS, int DIAG, int OPTS>
-int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
-           cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  auto kernel = regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>;
-  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0);
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      e != cudaSuccess)
-    return int(e);
-  if (regs != nullptr) {  // describe instead of launching
+// Launches `kernel` (grid CTAs of `threads`, `smem` bytes of dynamic shared memory, programmatic dependent
+// launch where pdl), or with regs != nullptr describes it instead: registers, local (spill) bytes, CTAs an SM.
+template <typename Kernel>
+int launch_or_describe(Kernel kernel, unsigned grid, unsigned threads, size_t smem, int pdl, cudaStream_t stream,
+                       int* regs, int* spill_bytes, int* ctas_per_sm, const void* w, const void* ws, const void* act,
+                       const void* xs, void* out, int n, int k, int m) {
+  if (smem > 0)
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+        e != cudaSuccess)
+      return int(e);
+  if (regs != nullptr) {
     cudaFuncAttributes a;
     if (cudaError_t e = cudaFuncGetAttributes(&a, kernel); e != cudaSuccess) return int(e);
     *regs = a.numRegs;
     *spill_bytes = int(a.localSizeBytes);
-    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, kThreads, smem));
+    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, int(threads), smem));
   }
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(n / 16), 1, 1);
-  config.blockDim = dim3(kThreads, 1, 1);
+  config.gridDim = dim3(grid, 1, 1);
+  config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attr;
@@ -313,6 +315,14 @@ int launch(const void* w, const void* ws, const void* act, const void* xs, void*
   return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(w), static_cast<const float*>(ws),
                                 static_cast<const uint8_t*>(act), static_cast<const float*>(xs),
                                 static_cast<__nv_bfloat16*>(out), n, k, m));
+}
+
+template <int NT, int K_BLOCKS, int DIAG, int OPTS>
+int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
+           cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  return launch_or_describe(regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>, unsigned(n / 16), kThreads,
+                            smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0), pdl, stream, regs,
+                            spill_bytes, ctas_per_sm, w, ws, act, xs, out, n, k, m);
 }
 
 // ---- the swapped orientation: 8-row CTAs (session 35, second probe) ---------------------------------
@@ -406,26 +416,8 @@ __global__ void __launch_bounds__(128, 5)
 template <int K_BLOCKS, int DIAG, int OPTS>
 int launch_swapped(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
                    int pdl, cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  auto kernel = regmma_swapped_kernel<K_BLOCKS, DIAG, OPTS>;
-  if (regs != nullptr) {
-    cudaFuncAttributes a;
-    if (cudaError_t e = cudaFuncGetAttributes(&a, kernel); e != cudaSuccess) return int(e);
-    *regs = a.numRegs;
-    *spill_bytes = int(a.localSizeBytes);
-    return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, 128, 0));
-  }
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(n / 8), 1, 1);
-  config.blockDim = dim3(128, 1, 1);
-  config.stream = stream;
-  config.attrs = &attr;
-  config.numAttrs = pdl ? 1 : 0;
-  return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(w), static_cast<const float*>(ws),
-                                static_cast<const uint8_t*>(act), static_cast<const float*>(xs),
-                                static_cast<__nv_bfloat16*>(out), n, k, m));
+  return launch_or_describe(regmma_swapped_kernel<K_BLOCKS, DIAG, OPTS>, unsigned(n / 8), 128, 0, pdl, stream, regs,
+                            spill_bytes, ctas_per_sm, w, ws, act, xs, out, n, k, m);
 }
 
 template <int DIAG, int OPTS>
@@ -439,7 +431,9 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 
 }  // namespace
 
-// Every instance, by (m, k, variant): variant = diag (0-3) + 4 * options (bits of Opt).
+// Every instance, by (m, k, variant). Variant codes (tools/regmma_probe.py names them): below 32, the
+// 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
+// and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options.
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
