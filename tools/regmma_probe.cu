@@ -93,11 +93,18 @@ enum Opt : int {
   kTranspose = 32,     // with kRows4, the GEMM itself: each block's 4 x 128 pieces go through 2 KB of shared
                        // memory a warp (16-byte units of row r XOR-swizzled by (r & 1) << 2: conflict-free
                        // stores and fragment reads) and come back in the fragment pattern
+  kHeadroom = 64,      // fewer registers a thread (launch bounds of 4 CTAs an SM for the 16-row kernel, 8 for
+                       // the 8-row one), so the grid leaves room on each SM for the next launch's CTAs to
+                       // start under PDL and put their loads in flight while this launch finishes (session 36)
 };
+
+// CTAs an SM each kernel's launch bounds ask for (kHeadroom: more, with fewer registers a thread).
+constexpr int min_ctas_16row(int opts) { return (opts & kHeadroom) ? 4 : 3; }
+constexpr int min_ctas_8row(int opts) { return (opts & kHeadroom) ? 8 : 5; }
 
 // NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
 template <int NT, int K_BLOCKS, int DIAG, int OPTS>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
     regmma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
                   const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
   extern __shared__ __align__(16) uint8_t smem[];  // activations [k/64][m][64] (e4m3, or f16), then the partials
@@ -336,7 +343,7 @@ int launch(const void* w, const void* ws, const void* act, const void* xs, void*
 // tokens g and g + 8 at the same 16 K (e4m3, read straight from global memory: L2 hits) fill A under the
 // same order. The accumulator: c0 / c1 = token g, rows 2t / 2t + 1; c2 / c3 = token g + 8.
 template <int K_BLOCKS, int DIAG, int OPTS>
-__global__ void __launch_bounds__(128, 5)
+__global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
     regmma_swapped_kernel(const uint8_t* __restrict__ w, const float* __restrict__ ws, const uint8_t* __restrict__ act,
                           const float* __restrict__ xs, __nv_bfloat16* __restrict__ out, int n, int k, int m) {
   constexpr bool NO_ACT = (OPTS & kNoActivations) != 0;
@@ -433,7 +440,8 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 
 // Every instance, by (m, k, variant). Variant codes (tools/regmma_probe.py names them): below 32, the
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
-// and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options.
+// and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
+// up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row).
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -472,6 +480,13 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 35: return dispatch_swapped<kLoadsOnly, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 51: return dispatch_swapped<kLoadsOnly, kNoActivations>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                  ctas);
+    // + 4 * kHeadroom (256): the same kernels under launch bounds that leave room for the next launch's CTAs
+    case 256: return dispatch_k<kFull, kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 259: return dispatch_k<kLoadsOnly, kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 288: return dispatch_swapped<kFull, kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 291: return dispatch_swapped<kLoadsOnly, kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 323: return dispatch_swapped<kLoadsOnly, kContiguous | kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                           spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

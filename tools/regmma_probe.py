@@ -51,11 +51,16 @@ VARIANTS = [
     (40, "swapped, every block at entry", True),
     (43, "swapped diag: loads only, every block at entry", False),
     (59, "swapped diag: loads only, no activations, every block at entry", False),
-    (67, "diag: loads only, contiguous (not yet run on a GPU)", False),
-    (99, "swapped diag: loads only, contiguous (not yet run on a GPU)", False),
-    (71, "diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
-    (103, "swapped diag: loads only, 4 rows x 128 bytes (not yet run on a GPU)", False),
-    (72, "regmma probe, 4 x 128 loads through a shared-memory transpose (not yet run on a GPU)", True),
+    (67, "diag: loads only, contiguous", False),
+    (99, "swapped diag: loads only, contiguous", False),
+    (71, "diag: loads only, 4 rows x 128 bytes", False),
+    (103, "swapped diag: loads only, 4 rows x 128 bytes", False),
+    (72, "regmma probe, 4 x 128 loads through a shared-memory transpose", True),
+    (256, "regmma probe, room for the next launch (4 an SM)", True),
+    (259, "diag: loads only, room for the next launch (4 an SM)", False),
+    (288, "swapped, room for the next launch (8 an SM)", True),
+    (291, "swapped diag: loads only, room for the next launch (8 an SM)", False),
+    (323, "swapped diag: loads only, contiguous, room for the next launch (8 an SM)", False),
 ]
 
 

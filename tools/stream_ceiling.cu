@@ -900,10 +900,15 @@ bool valid_common(const void* buf, long long bytes, const void* out, int sms, in
          (long long)sms * ctas_per_sm <= (1LL << 20);
 }
 
+// `smem`: dynamic shared memory the kernel does not use, only to cap how many CTAs fit an SM (session 36:
+// with the cap at ctas_per_sm, the next launch's CTAs cannot start on an SM before this launch's leave it).
 template <int D>
-int launch_ldg(const void* buf, long long bytes, void* out, int grid, int pdl, void* stream) {
+int launch_ldg(const void* buf, long long bytes, void* out, int grid, int smem, int pdl, void* stream) {
+  if (const cudaError_t e = cudaFuncSetAttribute(stream_ldg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      e != cudaSuccess)
+    return int(e);
   cudaLaunchAttribute attr;
-  cudaLaunchConfig_t config = make_config(grid, kLdgThreads, 0, pdl, stream, &attr);
+  cudaLaunchConfig_t config = make_config(grid, kLdgThreads, size_t(smem), pdl, stream, &attr);
   return int(cudaLaunchKernelEx(&config, stream_ldg_kernel<D>, static_cast<const uint4*>(buf), bytes / 16,
                                 static_cast<uint32_t*>(out)));
 }
@@ -913,16 +918,18 @@ int launch_ldg(const void* buf, long long bytes, void* out, int grid, int pdl, v
 extern "C" {
 
 // ldg variant: grid = sms * ctas_per_sm CTAs of 256 threads, `depth` (2, 4, 8 or 16) 16-byte
-// loads in flight per thread. `out` holds one uint32 per CTA.
-int stream_ceiling_ldg(const void* buf, long long bytes, void* out, int sms, int ctas_per_sm, int depth, int pdl,
-                       void* stream) {
-  if (!valid_common(buf, bytes, out, sms, ctas_per_sm)) return int(cudaErrorInvalidValue);
+// loads in flight per thread, `smem` bytes of (unused) dynamic shared memory a CTA. `out` holds one
+// uint32 per CTA.
+int stream_ceiling_ldg(const void* buf, long long bytes, void* out, int sms, int ctas_per_sm, int depth, int smem,
+                       int pdl, void* stream) {
+  if (!valid_common(buf, bytes, out, sms, ctas_per_sm) || smem < 0 || smem > kMaxRingBytes)
+    return int(cudaErrorInvalidValue);
   const int grid = sms * ctas_per_sm;
   switch (depth) {
-    case 2: return launch_ldg<2>(buf, bytes, out, grid, pdl, stream);
-    case 4: return launch_ldg<4>(buf, bytes, out, grid, pdl, stream);
-    case 8: return launch_ldg<8>(buf, bytes, out, grid, pdl, stream);
-    case 16: return launch_ldg<16>(buf, bytes, out, grid, pdl, stream);
+    case 2: return launch_ldg<2>(buf, bytes, out, grid, smem, pdl, stream);
+    case 4: return launch_ldg<4>(buf, bytes, out, grid, smem, pdl, stream);
+    case 8: return launch_ldg<8>(buf, bytes, out, grid, smem, pdl, stream);
+    case 16: return launch_ldg<16>(buf, bytes, out, grid, smem, pdl, stream);
     default: return int(cudaErrorInvalidValue);
   }
 }
@@ -1118,16 +1125,23 @@ int stream_ceiling_chain(const void* buf, long long bytes, void* out, const void
 }
 
 // How many CTAs of a variant fit on one SM (occupancy calculator), so the .py can record
-// whether the requested ctas_per_sm actually co-reside. variant 0 = ldg (param = depth),
-// 1 = bulk (param = ring bytes).
-int stream_ceiling_occupancy(int variant, int param, int* blocks_per_sm) {
+// whether the requested ctas_per_sm actually co-reside. variant 0 = ldg (param = depth, `smem` its
+// dynamic shared memory), 1 = bulk (param = ring bytes).
+int stream_ceiling_occupancy(int variant, int param, int smem, int* blocks_per_sm) {
   if (blocks_per_sm == nullptr) return int(cudaErrorInvalidValue);
   if (variant == 0) {
+    if (smem < 0 || smem > kMaxRingBytes) return int(cudaErrorInvalidValue);
+    auto fits = [&](auto kernel) -> int {
+      if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+          e != cudaSuccess)
+        return int(e);
+      return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, kernel, kLdgThreads, size_t(smem)));
+    };
     switch (param) {
-      case 2: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<2>, kLdgThreads, 0));
-      case 4: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<4>, kLdgThreads, 0));
-      case 8: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<8>, kLdgThreads, 0));
-      case 16: return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, stream_ldg_kernel<16>, kLdgThreads, 0));
+      case 2: return fits(stream_ldg_kernel<2>);
+      case 4: return fits(stream_ldg_kernel<4>);
+      case 8: return fits(stream_ldg_kernel<8>);
+      case 16: return fits(stream_ldg_kernel<16>);
       default: return int(cudaErrorInvalidValue);
     }
   }

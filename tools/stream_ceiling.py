@@ -13,7 +13,7 @@ rotated, cold weight copy), over the weight + fp32 scale bytes of each Qwen3.5 T
     cost), and the best figure here is the realistic target for the fused kernel.
 
 Usage (on the GPU machine, repo root on PYTHONPATH so `sglang_fp8ext.bench` imports):
-    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --plan-copies | --smem-reads | --late-boxes |
+    python tools/stream_ceiling.py --out DIR [--quick | --copy-sizes | --ldg-residency | --plan-copies | --smem-reads | --late-boxes |
         --split-free | --chain | --chain-mma | --chain-consume | --chain-timed] [--pool e4m3] [--replays 20]
 
 --plan-copies (session 18) asks why the fused kernel's weight copies alone (its diagnostic flag 7)
@@ -30,6 +30,9 @@ weight read once, no A bytes), or through one window and the fifth tile by mma.s
 --late-boxes (session 27) cuts the boxes requested after griddepcontrol.wait into boxes of 1 or 2
 K blocks, with and without the MMAs (late_box_variants): does less MMA work follow the last landing?
 --split-free (session 27) times the copies of plans without a K split (split_free_variants).
+--ldg-residency (session 36) times ldg kernels as they are and with their CTAs an SM capped, by unused
+shared memory, at the grid's: capped, the next launch's CTAs cannot start on an SM (PDL) before this
+launch's leave it (ldg_residency_variants).
 --chain (session 29) asks what a one-launch GEMM cannot avoid besides its weight bytes, with no
 arithmetic: after griddepcontrol.wait every CTA reads its activations (M rows of half of K, bf16,
 from L2) and writes its share of the M x N output once those and its whole weight share are in
@@ -118,6 +121,8 @@ class Variant:
         p = self.params
         if self.kind == "ldg":
             text = f"ldg D={p['depth']} ctas/SM={p['ctas_per_sm']}"
+            if p.get("cap", 0):
+                text += f", capped at {p['cap']} an SM"
         elif self.kind == "tensor":
             box = "plan box" if p["box_blocks"] == 0 else f"box {p['box_blocks']} blocks"
             if p.get("cta_tiles", 0):
@@ -532,6 +537,30 @@ def box_starts(nblocks: int, box: int, late_box: int, early: int) -> List[int]:
     return [c * box for c in range(early)] + list(range(min(early * box, nblocks), nblocks, late_box))
 
 
+SM_SMEM_BYTES = 228 * KIB  # shared memory an H100/H200 SM has for CTAs (each CTA also takes 1 KB reserved)
+
+
+def cap_smem(cap: int) -> int:
+    """Dynamic shared memory a CTA that lets `cap` of them, and no more, fit an SM (128-byte multiple)."""
+    return (SM_SMEM_BYTES // cap - KIB) // 128 * 128
+
+
+def ldg_smem(v: "Variant") -> int:
+    return cap_smem(v.params["cap"]) if v.params.get("cap", 0) else 0
+
+
+def ldg_residency_variants() -> List[Variant]:
+    """Session 36: does the read-only ldg stream owe its speed to the next launch's CTAs starting on an SM
+    (PDL) while this launch's are still there? Each variant as is and with its CTAs an SM capped (by unused
+    shared memory) at what it asks for, so the next launch's CTAs wait for this launch's to leave."""
+    variants = []
+    for depth, ctas in ((8, 4), (4, 4), (8, 2), (16, 2)):
+        variants.append(Variant("ldg", {"depth": depth, "ctas_per_sm": ctas}))
+        variants.append(Variant("ldg", {"depth": depth, "ctas_per_sm": ctas, "cap": ctas}))
+    variants.append(Variant("bulk", {"chunk": 16 * KIB, "stages": 8, "ctas_per_sm": 1}))
+    return variants
+
+
 def quick_variants() -> List[Variant]:
     return [
         Variant("ldg", {"depth": 8, "ctas_per_sm": 2}),
@@ -581,7 +610,7 @@ class Kernels:
     def __init__(self, so_path: str):
         lib = ctypes.CDLL(so_path)
         p, ll, i = ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int
-        lib.stream_ceiling_ldg.argtypes = [p, ll, p, i, i, i, i, p]
+        lib.stream_ceiling_ldg.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
@@ -590,7 +619,7 @@ class Kernels:
         lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, i, i,
                                              p]
         lib.stream_ceiling_chain.restype = i
-        lib.stream_ceiling_occupancy.argtypes = [i, i, ctypes.POINTER(i)]
+        lib.stream_ceiling_occupancy.argtypes = [i, i, i, ctypes.POINTER(i)]
         lib.stream_ceiling_occupancy.restype = i
         lib.stream_ceiling_error_string.argtypes = [i]
         lib.stream_ceiling_error_string.restype = ctypes.c_char_p
@@ -613,8 +642,8 @@ class Kernels:
                                                   g["early"], g["late_box_blocks"], p["evict_first"], p["cluster"], p["threads"],
                                                   p["scale_loads"], p.get("consumer", 0), v.pdl, stream)
         elif v.kind == "ldg":
-            code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], v.pdl,
-                                               stream)
+            code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], ldg_smem(v),
+                                               v.pdl, stream)
         else:
             code = self.lib.stream_ceiling_bulk(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["chunk"],
                                                 p["stages"], v.pdl, stream)
@@ -639,9 +668,9 @@ class Kernels:
         if v.kind in ("tensor", "chain"):
             return 1  # the rings (and the chain's min_smem) hold an SM; all that is asked is 1
         if v.kind == "ldg":
-            code = self.lib.stream_ceiling_occupancy(0, v.params["depth"], ctypes.byref(n))
+            code = self.lib.stream_ceiling_occupancy(0, v.params["depth"], ldg_smem(v), ctypes.byref(n))
         else:
-            code = self.lib.stream_ceiling_occupancy(1, v.params["chunk"] * v.params["stages"], ctypes.byref(n))
+            code = self.lib.stream_ceiling_occupancy(1, v.params["chunk"] * v.params["stages"], 0, ctypes.byref(n))
         self.check(code, f"occupancy of {v.name}")
         return n.value
 
@@ -794,7 +823,8 @@ def run(args) -> dict:
     from sglang_fp8ext.bench import git_commit
 
     variants = (plan_copy_variants() if args.plan_copies else smem_read_variants() if args.smem_reads
-                else late_box_variants() if args.late_boxes else split_free_variants() if args.split_free else copy_size_variants() if args.copy_sizes else quick_variants() if args.quick else all_variants())
+                else late_box_variants() if args.late_boxes else split_free_variants() if args.split_free else copy_size_variants() if args.copy_sizes
+                else ldg_residency_variants() if args.ldg_residency else quick_variants() if args.quick else all_variants())
 
     setup = Setup()
     device, sms, kernels, copy_tbps = setup.device, setup.sms, setup.kernels, setup.copy_tbps
@@ -803,6 +833,8 @@ def run(args) -> dict:
     for v in variants:
         if fits[v.name] < v.params["ctas_per_sm"]:
             progress(f"note: {v.name}: only {fits[v.name]} CTA(s) fit per SM; the grid runs in waves")
+        if v.params.get("cap", 0) and fits[v.name] != v.params["cap"]:
+            progress(f"WARNING: {v.name}: {fits[v.name]} CTAs fit an SM, not the cap {v.params['cap']} (see ctas_fit_per_sm)")
     max_grid = sms * max(v.params["ctas_per_sm"] for v in variants)
     out = torch.zeros(max_grid, dtype=torch.int32, device=device)  # one uint32 fold per CTA
     base_ptr, out_ptr = pool.data_ptr(), out.data_ptr()
@@ -1144,6 +1176,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--out", required=True, help="directory for stream_ceiling.json")
     parser.add_argument("--quick", action="store_true", help="4 variants instead of the full sweep")
     parser.add_argument("--copy-sizes", action="store_true", help="bulk copies of 2-32 KB at the same bytes in flight")
+    parser.add_argument("--ldg-residency", action="store_true",
+                        help="the ldg kernels as they are and with their CTAs an SM capped at the grid's, so the next "
+                        "launch's CTAs cannot start beside them (session 36)")
     parser.add_argument("--plan-copies", action="store_true",
                         help="the fused kernel's copy pattern piece by piece, beside bulk copies and the fused op")
     parser.add_argument("--smem-reads", action="store_true",
