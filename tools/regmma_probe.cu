@@ -93,14 +93,14 @@ enum Opt : int {
   kTranspose = 32,     // with kRows4, the GEMM itself: each block's 4 x 128 pieces go through 2 KB of shared
                        // memory a warp (16-byte units of row r XOR-swizzled by (r & 1) << 2: conflict-free
                        // stores and fragment reads) and come back in the fragment pattern
-  kHeadroom = 64,      // fewer registers a thread (launch bounds of 4 CTAs an SM for the 16-row kernel, 8 for
-                       // the 8-row one), so the grid leaves room on each SM for the next launch's CTAs to
+  kHeadroom = 64,      // fewer registers a thread (launch bounds of 4 CTAs an SM for the 16-row kernel, 7 for
+                       // the 8-row one: 8 spill), so the grid leaves room on each SM for the next launch's CTAs to
                        // start under PDL and put their loads in flight while this launch finishes (session 36)
 };
 
 // CTAs an SM each kernel's launch bounds ask for (kHeadroom: more, with fewer registers a thread).
 constexpr int min_ctas_16row(int opts) { return (opts & kHeadroom) ? 4 : 3; }
-constexpr int min_ctas_8row(int opts) { return (opts & kHeadroom) ? 8 : 5; }
+constexpr int min_ctas_8row(int opts) { return (opts & kHeadroom) ? 7 : 5; }
 
 // NT = token tiles of 8 (1: m <= 8, 2: m <= 16); K_BLOCKS = 128-K blocks a warp (k / 1024).
 template <int NT, int K_BLOCKS, int DIAG, int OPTS>

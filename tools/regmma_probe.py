@@ -58,9 +58,9 @@ VARIANTS = [
     (72, "regmma probe, 4 x 128 loads through a shared-memory transpose", True),
     (256, "regmma probe, room for the next launch (4 an SM)", True),
     (259, "diag: loads only, room for the next launch (4 an SM)", False),
-    (288, "swapped, room for the next launch (8 an SM)", True),
-    (291, "swapped diag: loads only, room for the next launch (8 an SM)", False),
-    (323, "swapped diag: loads only, contiguous, room for the next launch (8 an SM)", False),
+    (288, "swapped, room for the next launch (7 an SM)", True),
+    (291, "swapped diag: loads only, room for the next launch (7 an SM)", False),
+    (323, "swapped diag: loads only, contiguous, room for the next launch (7 an SM)", False),
 ]
 
 

@@ -541,8 +541,10 @@ SM_SMEM_BYTES = 228 * KIB  # shared memory an H100/H200 SM has for CTAs (each CT
 
 
 def cap_smem(cap: int) -> int:
-    """Dynamic shared memory a CTA that lets `cap` of them, and no more, fit an SM (128-byte multiple)."""
-    return (SM_SMEM_BYTES // cap - KIB) // 128 * 128
+    """Dynamic shared memory a CTA that lets `cap` of them, and no more, fit an SM (128-byte multiple): the
+    SM's share less the 1 KB each CTA has reserved and 1 KB for the kernel's static shared memory (the
+    occupancy query checks the result: ctas_fit_per_sm)."""
+    return (SM_SMEM_BYTES // cap - 2 * KIB) // 128 * 128
 
 
 def ldg_smem(v: "Variant") -> int:
