@@ -76,6 +76,8 @@ enum Diag : int {
   kNoDecode = 1,   // the raw e4m3 words go into the mma as if f16 (no cvt)
   kNoMma = 2,      // the decoded words are folded into the accumulators with XOR + add (no mma)
   kLoadsOnly = 3,  // the raw words are folded (no cvt, no mma); activations, scales and reduction kept
+  kBare = 4,       // 8-row kernel only: the weight loads and nothing else (no activations, scales, reduction or
+                   // output but one XOR word a warp): the probe's geometry as a read-only kernel (session 36)
 };
 
 // Options (bits of OPTS).
@@ -350,7 +352,8 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
   constexpr bool CONTIG = (OPTS & kContiguous) != 0;  // 8 rows x K/4: load j = 512 bytes at offset 512 j
   constexpr bool ROWS4 = (OPTS & kRows4) != 0;        // load c of block b: rows 4c .. 4c + 3, 128 bytes each
-  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly, "the other load patterns are loads-only diagnostics");
+  static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || DIAG == kBare,
+                "the other load patterns are loads-only diagnostics");
   __shared__ float red[4][16][8];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -366,6 +369,22 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
                    : ROWS4 ? load_rows4(w, k, row0, k0, b, c)
                            : load_streaming_16B(row + b * 128 + c * 64);
   wait_for_previous_grid();
+  if (DIAG == kBare) {  // fold every word, refilling kAhead blocks ahead as the loop below does
+    uint32_t fold = 0;
+#pragma unroll
+    for (int b = 0; b < K_BLOCKS; ++b) {
+      if (b + kAhead < K_BLOCKS)
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          wbuf[b + kAhead][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
+                                       : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
+#pragma unroll
+      for (int c = 0; c < 2; ++c) fold ^= wbuf[b][c].x ^ wbuf[b][c].y ^ wbuf[b][c].z ^ wbuf[b][c].w;
+    }
+    fold = __reduce_xor_sync(0xffffffffu, fold);
+    if (lane == 0) reinterpret_cast<uint32_t*>(out)[blockIdx.x * 4 + warp] = fold;  // 16 bytes a CTA: out's 8 bf16
+    return;
+  }
   const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
   const bool tok_lo = g < m && !NO_ACT, tok_hi = g + 8 < m && !NO_ACT;
@@ -441,7 +460,7 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // Every instance, by (m, k, variant). Variant codes (tools/regmma_probe.py names them): below 32, the
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
-// up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row).
+// up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare).
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -487,6 +506,13 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 291: return dispatch_swapped<kLoadsOnly, kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 323: return dispatch_swapped<kLoadsOnly, kContiguous | kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
                                                                            spill, ctas);
+    // 400 and up: the 8-row kernel's loads alone as a bare read-only kernel (kBare)
+    case 400: return dispatch_swapped<kBare, 0>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 401: return dispatch_swapped<kBare, kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 402: return dispatch_swapped<kBare, kAllAtEntry | kContiguous>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                        spill, ctas);
+    case 403: return dispatch_swapped<kBare, kAllAtEntry | kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                      spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

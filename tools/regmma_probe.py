@@ -61,6 +61,10 @@ VARIANTS = [
     (288, "swapped, room for the next launch (7 an SM)", True),
     (291, "swapped diag: loads only, room for the next launch (7 an SM)", False),
     (323, "swapped diag: loads only, contiguous, room for the next launch (7 an SM)", False),
+    (400, "swapped diag: bare loads (nothing else)", False),
+    (401, "swapped diag: bare loads, every block at entry", False),
+    (402, "swapped diag: bare loads, every block at entry, contiguous", False),
+    (403, "swapped diag: bare loads, every block at entry, room for the next launch (7 an SM)", False),
 ]
 
 
