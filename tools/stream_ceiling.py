@@ -556,7 +556,7 @@ def ldg_residency_variants() -> List[Variant]:
     (PDL) while this launch's are still there? Each variant as is and with its CTAs an SM capped (by unused
     shared memory) at what it asks for, so the next launch's CTAs wait for this launch's to leave."""
     variants = []
-    for depth, ctas in ((8, 4), (4, 4), (8, 2), (16, 2)):
+    for depth, ctas in ((8, 4), (4, 4), (8, 2), (16, 2), (8, 3), (8, 5), (4, 5), (4, 6)):
         variants.append(Variant("ldg", {"depth": depth, "ctas_per_sm": ctas}))
         variants.append(Variant("ldg", {"depth": depth, "ctas_per_sm": ctas, "cap": ctas}))
     variants.append(Variant("bulk", {"chunk": 16 * KIB, "stages": 8, "ctas_per_sm": 1}))
