@@ -439,6 +439,63 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   }
 }
 
+// ---- bare 8-row reads (session 36): the 8-row CTAs' share (8 whole rows, 8 k contiguous bytes) read with
+// nothing else, every load before griddepcontrol.wait, by THREADS threads in one of two patterns:
+//   kLinear: load d of thread i is 16-byte unit d * THREADS + i of the share (each warp instruction 512
+//            contiguous bytes, the CTA's d-th loads 16 * THREADS contiguous bytes: stream_ceiling's ldg kernel);
+//   kStrips: warp w owns K slice [w k / WARPS, (w + 1) k / WARPS) of the 8 rows, lane (g, t) the 16 bytes of
+//            row g at 64 j + 16 t of it (the 8-row GEMM's fragment pattern).
+// The CTA's XOR of every word goes to out (word 4 b of it: out holds 8 bf16 a CTA at least).
+enum BarePattern : int { kLinear = 0, kStrips = 1 };
+
+template <int THREADS, int PATTERN, int LOADS>
+__global__ void __launch_bounds__(THREADS, 5)
+    bare_rows_kernel(const uint8_t* __restrict__ w, const float* __restrict__, const uint8_t* __restrict__,
+                     const float* __restrict__, __nv_bfloat16* __restrict__ out, int, int k, int) {
+  constexpr int kWarps = THREADS / 32;
+  __shared__ uint32_t warp_fold[kWarps];
+  allow_next_grid_launch();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const uint8_t* share = w + (size_t)blockIdx.x * 8 * k;
+  uint4 v[LOADS];
+#pragma unroll
+  for (int j = 0; j < LOADS; ++j) {
+    const size_t offset = PATTERN == kLinear
+                              ? ((size_t)j * THREADS + threadIdx.x) * 16
+                              : (size_t)(lane >> 2) * k + (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
+    v[j] = load_streaming_16B(share + offset);
+  }
+  wait_for_previous_grid();
+  uint32_t fold = 0;
+#pragma unroll
+  for (int j = 0; j < LOADS; ++j) fold ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
+  fold = __reduce_xor_sync(0xffffffffu, fold);
+  if (lane == 0) warp_fold[warp] = fold;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t total = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) total ^= warp_fold[i];
+    reinterpret_cast<uint32_t*>(out)[blockIdx.x * 4] = total;
+  }
+}
+
+template <int THREADS, int PATTERN>
+int launch_bare(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
+                cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  // 43.5 KB of unused dynamic shared memory: exactly 5 CTAs an SM, as the 8-row GEMM's registers allow (fewer
+  // registers would let the next launch's CTAs in beside them, which changes the stream: stream_ceiling
+  // --ldg-residency)
+  constexpr size_t kFiveAnSm = 44544;
+  auto go = [&](auto kernel) {
+    return launch_or_describe(kernel, unsigned(n / 8), THREADS, kFiveAnSm, pdl, stream, regs, spill_bytes, ctas_per_sm,
+                              w, ws, act, xs, out, n, k, m);
+  };
+  // loads a thread: 8 rows x k bytes / (16 bytes x THREADS)
+  return k == 4096 ? go(bare_rows_kernel<THREADS, PATTERN, 8 * 4096 / 16 / THREADS>)
+                   : go(bare_rows_kernel<THREADS, PATTERN, 8 * 2048 / 16 / THREADS>);
+}
+
 template <int K_BLOCKS, int DIAG, int OPTS>
 int launch_swapped(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
                    int pdl, cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
@@ -460,7 +517,8 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // Every instance, by (m, k, variant). Variant codes (tools/regmma_probe.py names them): below 32, the
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
-// up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare).
+// up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
+// 410-413: bare_rows_kernel.
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -513,6 +571,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                         spill, ctas);
     case 403: return dispatch_swapped<kBare, kAllAtEntry | kHeadroom>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
                                                                       spill, ctas);
+    // 410-413: bare 8-row reads by 128 or 256 threads, linear or in strips
+    case 410: return launch_bare<128, kLinear>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 411: return launch_bare<128, kStrips>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 412: return launch_bare<256, kLinear>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 413: return launch_bare<256, kStrips>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

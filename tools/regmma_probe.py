@@ -65,6 +65,10 @@ VARIANTS = [
     (401, "swapped diag: bare loads, every block at entry", False),
     (402, "swapped diag: bare loads, every block at entry, contiguous", False),
     (403, "swapped diag: bare loads, every block at entry, room for the next launch (7 an SM)", False),
+    (410, "bare 8-row reads, 128 threads, linear", False),
+    (411, "bare 8-row reads, 128 threads, strips", False),
+    (412, "bare 8-row reads, 256 threads, linear", False),
+    (413, "bare 8-row reads, 256 threads, strips", False),
 ]
 
 
