@@ -445,8 +445,10 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
 //            contiguous bytes, the CTA's d-th loads 16 * THREADS contiguous bytes: stream_ceiling's ldg kernel);
 //   kStrips: warp w owns K slice [w k / WARPS, (w + 1) k / WARPS) of the 8 rows, lane (g, t) the 16 bytes of
 //            row g at 64 j + 16 t of it (the 8-row GEMM's fragment pattern).
+//   kLinearStaggered: kLinear with CTA b's share rotated by 512 b bytes (mod its size): CTAs that run at the
+//            same time do not start on 32 KB-aligned addresses together (does the address alignment matter?).
 // The CTA's XOR of every word goes to out (word 4 b of it: out holds 8 bf16 a CTA at least).
-enum BarePattern : int { kLinear = 0, kStrips = 1 };
+enum BarePattern : int { kLinear = 0, kStrips = 1, kLinearStaggered = 2 };
 
 template <int THREADS, int PATTERN, int LOADS>
 __global__ void __launch_bounds__(THREADS, 5)
@@ -460,8 +462,9 @@ __global__ void __launch_bounds__(THREADS, 5)
   uint4 v[LOADS];
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
-    const size_t offset = PATTERN == kLinear
-                              ? ((size_t)j * THREADS + threadIdx.x) * 16
+    const size_t linear = ((size_t)j * THREADS + threadIdx.x) * 16;
+    const size_t offset = PATTERN == kLinear            ? linear
+                          : PATTERN == kLinearStaggered ? (linear + 512 * (size_t)blockIdx.x) % ((size_t)8 * k)
                               : (size_t)(lane >> 2) * k + (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
     v[j] = load_streaming_16B(share + offset);
   }
@@ -576,6 +579,7 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 411: return launch_bare<128, kStrips>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 412: return launch_bare<256, kLinear>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 413: return launch_bare<256, kStrips>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 414: return launch_bare<256, kLinearStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }

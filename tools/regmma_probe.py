@@ -69,6 +69,7 @@ VARIANTS = [
     (411, "bare 8-row reads, 128 threads, strips", False),
     (412, "bare 8-row reads, 256 threads, linear", False),
     (413, "bare 8-row reads, 256 threads, strips", False),
+    (414, "bare 8-row reads, 256 threads, linear, staggered by 512 B a CTA", False),
 ]
 
 
@@ -168,8 +169,9 @@ def run(args) -> dict:
                               f"{row['ctas_per_sm']} CTAs an SM")
         del weights
         torch.cuda.empty_cache()
-        points = [(m, "fused default", None) for m in args.ms] + [(m, "fused flag 6", FLAG6) for m in args.ms]
-        for m, name, _config, us in sc.time_fused(n, k, points, copies, args.replays, device):
+        points = [] if args.no_fused else (
+            [(m, "fused default", None) for m in args.ms] + [(m, "fused flag 6", FLAG6) for m in args.ms])
+        for m, name, _config, us in sc.time_fused(n, k, points, copies, args.replays, device) if points else ():
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             rows.append({"N": n, "K": k, "M": m, "variant": name, "us": us, "floor_us": floor_us,
                          "floor_over_us": floor_us / us, "copies": copies})
@@ -202,6 +204,8 @@ def main() -> int:
     parser.add_argument("--variants", help="comma-separated variant codes (default: all): " + ", ".join(
         f"{code} = {name}" for code, name, _ in VARIANTS))
     parser.add_argument("--compile-only", action="store_true", help="build the probe and exit (no GPU needed)")
+    parser.add_argument("--no-fused", action="store_true",
+                        help="leave out the fused op's rows (then the extension need not be built)")
     args = parser.parse_args()
     args.ms = [int(x) for x in args.ms.split(",")]
     args.variants = [int(x) for x in args.variants.split(",")] if args.variants else None
