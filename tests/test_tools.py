@@ -597,3 +597,32 @@ def test_regmma_probe_transpose_gives_each_lane_its_fragment_pieces_without_bank
                 assert stored[address] == (rows(g), 4 * c + t)
                 phase_groups[lane // 8].add((address // 16) % 8)
             assert all(len(groups) == 8 for groups in phase_groups.values()), (c, phase_groups)
+
+
+def test_regmma_probe_staggered_and_rotated_reads_cover_each_share_once():
+    """Session 36's address staggers in tools/regmma_probe.cu read each 8-row CTA's whole share, each 16-byte
+    unit once: bare_rows_kernel's kLinearStaggered / kStripsStaggered (offset + 512 b mod 8 k) and
+    kLinearRotatedBlocks (offset + 128 (b mod 32) mod 8 k), by 256 threads (8 warps); and kRotateK's K blocks
+    (warp w's step i takes block (w K_BLOCKS + i + b) mod (k / 128)) give each CTA every K block once, and the
+    rotated CTAs start at different offsets."""
+    for k in (2048, 4096):
+        share, threads, warps = 8 * k, 256, 8
+        loads = share // 16 // threads
+        units = set(range(share // 16))
+        for b in (0, 1, 7, 31, 63, 64, 639):
+            linear = [(j * threads + i) * 16 for j in range(loads) for i in range(threads)]
+            strips = [(lane // 4) * k + w * (k // warps) + 64 * j + 16 * (lane % 4)
+                      for j in range(loads) for w in range(warps) for lane in range(32)]
+            assert sorted(o // 16 for o in strips) == sorted(units)  # the unstaggered strips cover the share too
+            for offsets in ([(o + 512 * b) % share for o in linear], [(o + 512 * b) % share for o in strips],
+                            [(o + 128 * (b % 32)) % share for o in linear]):
+                assert all(o % 16 == 0 for o in offsets)
+                assert len(offsets) == len(units) and {o // 16 for o in offsets} == units, (k, b)
+        k_blocks = k // 512  # the 8-row kernel's blocks a warp (4 warps)
+        starts = set()
+        for b in range(2 * k // 128):
+            rotation = b % (4 * k_blocks)
+            blocks = [(w * k_blocks + i + rotation) % (4 * k_blocks) for w in range(4) for i in range(k_blocks)]
+            assert sorted(blocks) == list(range(k // 128)), (k, b)
+            starts.add(blocks[0])
+        assert len(starts) == k // 128  # every K block is some CTA's first

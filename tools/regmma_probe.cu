@@ -98,6 +98,10 @@ enum Opt : int {
   kHeadroom = 64,      // fewer registers a thread (launch bounds of 4 CTAs an SM for the 16-row kernel, 7 for
                        // the 8-row one: 8 spill), so the grid leaves room on each SM for the next launch's CTAs to
                        // start under PDL and put their loads in flight while this launch finishes (session 36)
+  kRotateK = 128,      // 8-row kernel, fragment pattern: CTA b's warps walk the K blocks rotated by b (mod k / 128):
+                       // warp w's step i takes block (w K_BLOCKS + i + b) mod (k / 128), so CTAs that run at once do
+                       // not read from the same offsets of their 32 KB shares together (session 36, call 8:
+                       // staggering the bare reads was worth 0.8-1.0 us); a K permutation, so the GEMM is the same
 };
 
 // CTAs an SM each kernel's launch bounds ask for (kHeadroom: more, with fewer registers a thread).
@@ -352,14 +356,22 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   constexpr int kAhead = (OPTS & kAllAtEntry) || K_BLOCKS < 4 ? K_BLOCKS : 4;  // all (the whole share) or four
   constexpr bool CONTIG = (OPTS & kContiguous) != 0;  // 8 rows x K/4: load j = 512 bytes at offset 512 j
   constexpr bool ROWS4 = (OPTS & kRows4) != 0;        // load c of block b: rows 4c .. 4c + 3, 128 bytes each
+  constexpr bool ROTATE = (OPTS & kRotateK) != 0;
   static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || DIAG == kBare,
                 "the other load patterns are loads-only diagnostics");
+  static_assert(!ROTATE || !(CONTIG || ROWS4 || DIAG == kBare), "the rotation is the fragment pattern's");
   __shared__ float red[4][16][8];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 8;
   const int k0 = warp * K_BLOCKS * 128;
-  const uint8_t* row = w + (size_t)(row0 + g) * k + k0 + 16 * t;
+  const uint8_t* row = w + (size_t)(row0 + g) * k + (ROTATE ? 0 : k0) + 16 * t;
+  constexpr int kAllBlocks = 4 * K_BLOCKS;  // k / 128
+  const int rotation = ROTATE ? int(blockIdx.x % kAllBlocks) : 0;
+  // kRotateK: the K block of this warp's step b (without the rotation it is k0 / 128 + b, and the code below
+  // keeps its original form: `row` then points at the warp's slice)
+  auto block_of = [&](int b) { return (warp * K_BLOCKS + b + rotation) % kAllBlocks; };
+  auto step_offset = [&](int b) { return ROTATE ? block_of(b) * 128 : b * 128; };  // bytes past `row`
   uint4 wbuf[K_BLOCKS][2];  // block b, chunk c
 #pragma unroll
   for (int b = 0; b < kAhead; ++b)
@@ -367,7 +379,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
     for (int c = 0; c < 2; ++c)
       wbuf[b][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
                    : ROWS4 ? load_rows4(w, k, row0, k0, b, c)
-                           : load_streaming_16B(row + b * 128 + c * 64);
+                           : load_streaming_16B(row + step_offset(b) + c * 64);
   wait_for_previous_grid();
   if (DIAG == kBare) {  // fold every word, refilling kAhead blocks ahead as the loop below does
     uint32_t fold = 0;
@@ -377,7 +389,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
 #pragma unroll
         for (int c = 0; c < 2; ++c)
           wbuf[b + kAhead][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
-                                       : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
+                                       : load_streaming_16B(row + step_offset(b + kAhead) + c * 64);
 #pragma unroll
       for (int c = 0; c < 2; ++c) fold ^= wbuf[b][c].x ^ wbuf[b][c].y ^ wbuf[b][c].z ^ wbuf[b][c].w;
     }
@@ -386,7 +398,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
     return;
   }
   const int kblocks = k / 128;
-  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
+  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + (ROTATE ? 0 : k0 / 128);
   const bool tok_lo = g < m && !NO_ACT, tok_hi = g + 8 < m && !NO_ACT;
   float total[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -396,13 +408,14 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
       for (int c = 0; c < 2; ++c)
         wbuf[b + kAhead][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
                             : ROWS4 ? load_rows4(w, k, row0, k0, b + kAhead, c)
-                                    : load_streaming_16B(row + (b + kAhead) * 128 + c * 64);
-    const float x_lo = tok_lo ? xs[(size_t)g * kblocks + k0 / 128 + b] : 0.f;
-    const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + k0 / 128 + b] : 0.f;
+                                    : load_streaming_16B(row + step_offset(b + kAhead) + c * 64);
+    const int kb = ROTATE ? block_of(b) : k0 / 128 + b;  // this step's K block
+    const float x_lo = tok_lo ? xs[(size_t)g * kblocks + kb] : 0.f;
+    const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + kb] : 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const size_t chunk = (size_t)(k0 / 64 + 2 * b + c);
+      const size_t chunk = (size_t)(ROTATE ? 2 * kb + c : k0 / 64 + 2 * b + c);
       const uint4 a_lo = tok_lo ? *reinterpret_cast<const uint4*>(act + (chunk * m + g) * 64 + 16 * t)
                                 : make_uint4(0u, 0u, 0u, 0u);
       const uint4 a_hi = tok_hi ? *reinterpret_cast<const uint4*>(act + (chunk * m + g + 8) * 64 + 16 * t)
@@ -421,7 +434,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
         }
       }
     }
-    const float wsc = ws_row[b];
+    const float wsc = ws_row[ROTATE ? kb : b];
     total[0] += acc.x * (x_lo * wsc);  // token g, row 2t
     total[1] += acc.y * (x_lo * wsc);  // token g, row 2t + 1
     total[2] += acc.z * (x_hi * wsc);  // token g + 8, row 2t
@@ -448,7 +461,10 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
 //   kLinearStaggered: kLinear with CTA b's share rotated by 512 b bytes (mod its size): CTAs that run at the
 //            same time do not start on 32 KB-aligned addresses together (does the address alignment matter?).
 // The CTA's XOR of every word goes to out (word 4 b of it: out holds 8 bf16 a CTA at least).
-enum BarePattern : int { kLinear = 0, kStrips = 1, kLinearStaggered = 2 };
+//   kStripsStaggered: kStrips with the same 512 b byte rotation of the share;
+//   kLinearRotatedBlocks: kLinear with the share rotated by 128 (b mod 32) bytes: the offsets a K-block
+//            rotation (kRotateK) gives (a 4 KB range instead of kLinearStaggered's 32 KB).
+enum BarePattern : int { kLinear = 0, kStrips = 1, kLinearStaggered = 2, kStripsStaggered = 3, kLinearRotatedBlocks = 4 };
 
 template <int THREADS, int PATTERN, int LOADS>
 __global__ void __launch_bounds__(THREADS, 5)
@@ -462,10 +478,14 @@ __global__ void __launch_bounds__(THREADS, 5)
   uint4 v[LOADS];
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
+    const size_t share_bytes = (size_t)8 * k;
     const size_t linear = ((size_t)j * THREADS + threadIdx.x) * 16;
-    const size_t offset = PATTERN == kLinear            ? linear
-                          : PATTERN == kLinearStaggered ? (linear + 512 * (size_t)blockIdx.x) % ((size_t)8 * k)
-                              : (size_t)(lane >> 2) * k + (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
+    const size_t strips = (size_t)(lane >> 2) * k + (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
+    const size_t offset = PATTERN == kLinear                ? linear
+                          : PATTERN == kLinearStaggered     ? (linear + 512 * (size_t)blockIdx.x) % share_bytes
+                          : PATTERN == kStripsStaggered     ? (strips + 512 * (size_t)blockIdx.x) % share_bytes
+                          : PATTERN == kLinearRotatedBlocks ? (linear + 128 * (size_t)(blockIdx.x % 32)) % share_bytes
+                                                            : strips;
     v[j] = load_streaming_16B(share + offset);
   }
   wait_for_previous_grid();
@@ -521,7 +541,7 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
 // up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
-// 410-413: bare_rows_kernel.
+// 410-416: bare_rows_kernel; 544, 547: the 8-row kernel with kRotateK.
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -580,6 +600,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 412: return launch_bare<256, kLinear>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 413: return launch_bare<256, kStrips>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 414: return launch_bare<256, kLinearStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 415: return launch_bare<256, kStripsStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 416: return launch_bare<256, kLinearRotatedBlocks>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    // + 4 * kRotateK (512): the 8-row GEMM and its loads alone with the K blocks rotated by CTA
+    case 544: return dispatch_swapped<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 547: return dispatch_swapped<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }
