@@ -626,3 +626,31 @@ def test_regmma_probe_staggered_and_rotated_reads_cover_each_share_once():
             assert sorted(blocks) == list(range(k // 128)), (k, b)
             starts.add(blocks[0])
         assert len(starts) == k // 128  # every K block is some CTA's first
+
+
+def test_stream_ceiling_rotated_boxes_request_each_box_once_in_its_half():
+    """tools/stream_ceiling.cu's share.rotate (session 36): a CTA of row group `group` requests its early boxes
+    [0, early) and then its late ones [early, chunks) each from begin + group mod (their count), wrapping at
+    the end: every box once, the early ones before griddepcontrol.wait, and CTAs of consecutive groups start
+    at different boxes. The --plan-copies variants that ask for it name it."""
+    def issue_range(begin, end, group, rotate):
+        if begin >= end:
+            return []
+        c, order = begin + (group % (end - begin) if rotate else 0), []
+        for _ in range(begin, end):
+            order.append(c)
+            c = begin if c + 1 == end else c + 1
+        return order
+
+    for chunks in (1, 2, 5, 16):
+        for early in sorted({0, 1, chunks // 2, chunks}):
+            firsts = set()
+            for group in range(40):
+                before = issue_range(0, early, group, True)
+                after = issue_range(early, chunks, group, True)
+                assert sorted(before) == list(range(early)) and sorted(after) == list(range(early, chunks))
+                assert issue_range(0, early, group, False) == list(range(early))
+                firsts.add((before or after)[0])
+            assert len(firsts) == (early if early else chunks)
+    names = [v.name for v in load_tool("stream_ceiling").plan_copy_variants() if v.params.get("rotate")]
+    assert len(names) == 3 and all(name.endswith("boxes rotated by CTA") for name in names)

@@ -292,6 +292,9 @@ struct TensorShare {
   int scale_words;
   int scale_loads;
   int consumer;  // what the 4 warpgroups do with each K block once its box lands (Consumer); 0: nothing
+  int rotate;    // session 36: each CTA requests its early boxes, and then its late ones, starting at box
+                 // (row group) mod (their count), so the CTAs that stream at once do not all begin at the same
+                 // K offset (the boxes keep their ring slots; only the order of the requests changes)
 };
 
 // A CTA's boxes over its `nblocks` K blocks: the first `early` of `bb` blocks (requested at entry),
@@ -510,11 +513,18 @@ __global__ void __launch_bounds__(512) stream_tensor_kernel(const __grid_constan
     tensor_copy_3d(base + uint32_t(boxes.first(c)) * ring_block_bytes, m, 0, tile_begin * 16, kb_begin + boxes.first(c),
                    bar, share.evict_first != 0);
   };
-  if (threadIdx.x == 0)
-    for (int c = 0; c < early; ++c) issue(c);
+  // boxes [begin, end) in order, from begin + (group mod their count) when share.rotate, wrapping at end
+  auto issue_range = [&](int begin, int end) {
+    if (begin >= end) return;
+    int c = begin + (share.rotate ? group % (end - begin) : 0);
+    for (int i = begin; i < end; ++i) {
+      issue(c);
+      c = c + 1 == end ? begin : c + 1;
+    }
+  };
+  if (threadIdx.x == 0) issue_range(0, early);
   pdl_wait();
-  if (threadIdx.x == 0)
-    for (int c = early; c < chunks; ++c) issue(c);
+  if (threadIdx.x == 0) issue_range(early, chunks);
   uint32_t acc = 0;
   if constexpr (CONSUMER != kNoConsumer) {
     auto block_at = [&](int lb) {
@@ -957,7 +967,7 @@ int stream_ceiling_bulk(const void* buf, long long bytes, void* out, int sms, in
 // groups <= tiles. Returns cudaErrorInvalidValue where the shares do not fit shared memory.
 int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, int k_split, int groups,
                           int box_blocks, int early, int late_box_blocks, int evict_first, int cluster, int threads, int scale_loads,
-                          int consumer, int pdl, void* stream) {
+                          int consumer, int rotate, int pdl, void* stream) {
   if (w == nullptr || out == nullptr || n % 16 != 0 || k % 128 != 0 || k_split < 1 || k_split > 8 || groups < 1 ||
       box_blocks < 1 || (reinterpret_cast<uintptr_t>(w) & 15) != 0)
     return int(cudaErrorInvalidValue);
@@ -976,6 +986,7 @@ int stream_ceiling_tensor(const void* w, long long n, long long k, void* out, in
   share.scale_words = int((n + 127) / 128 * (k / 128));
   share.scale_loads = scale_loads;
   share.consumer = consumer;
+  share.rotate = rotate != 0;
   // consumers: 512 threads, CTAs of at most 4 or 5 tiles (the K split of 2 on the Qwen shapes)
   if (consumer < kNoConsumer || consumer > kButLastWindows ||
       (consumer != kNoConsumer && (threads != 512 || share.max_tiles < 4 || share.max_tiles > 5 ||

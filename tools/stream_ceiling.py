@@ -133,7 +133,8 @@ class Variant:
                     f"{' cluster' if p['cluster'] else ''}{'' if p['evict_first'] else ' no-evict_first'}"
                     f"{' 512 threads' if p.get('threads', 32) == 512 else ''}"
                     f"{' scale loads' if p.get('scale_loads', 0) else ''}"
-                    f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}")
+                    f"{(' + ' + CONSUMER_NAMES[p['consumer']]) if p.get('consumer', 0) else ''}"
+                    f"{', boxes rotated by CTA' if p.get('rotate', 0) else ''}")
         elif self.kind == "chain":
             if p["late_order"] == CHAIN_TIMED and p["early"] == "all":
                 text = "producer warp: all at entry"
@@ -188,10 +189,10 @@ def copy_size_variants() -> List[Variant]:
 def plan_copy_variants() -> List[Variant]:
     """The fused kernel's copy pattern, piece by piece (see the module docstring). box_blocks 0:
     the fused plan's (about 32 KB a box); early_half: half the boxes before griddepcontrol.wait."""
-    def tensor(k_split=2, box_blocks=0, early_half=0, cluster=1, evict_first=1, threads=32, scale_loads=0):
+    def tensor(k_split=2, box_blocks=0, early_half=0, cluster=1, evict_first=1, threads=32, scale_loads=0, rotate=0):
         return Variant("tensor", {"k_split": k_split, "box_blocks": box_blocks, "early_half": early_half,
                                   "cluster": cluster, "evict_first": evict_first, "threads": threads,
-                                  "scale_loads": scale_loads, "ctas_per_sm": 1})
+                                  "scale_loads": scale_loads, "ctas_per_sm": 1, **({"rotate": 1} if rotate else {})})
     return [
         Variant("bulk", {"chunk": 32 * KIB, "stages": 4, "ctas_per_sm": 1}),   # the 0.98 reference
         Variant("bulk", {"chunk": 32 * KIB, "stages": 6, "ctas_per_sm": 1}),   # a whole share at entry
@@ -207,6 +208,11 @@ def plan_copy_variants() -> List[Variant]:
         tensor(threads=512),
         tensor(early_half=1, threads=512),
         tensor(early_half=1, threads=512, scale_loads=80),
+        # session 36: each CTA's requests start at box (row group) mod (their count): do the copies gain from
+        # not starting all at the same K offset, as the register-fed probe's reads did?
+        tensor(rotate=1),
+        tensor(box_blocks=1, rotate=1),
+        tensor(early_half=1, threads=512, scale_loads=80, rotate=1),
     ]
 
 
@@ -616,7 +622,7 @@ class Kernels:
         lib.stream_ceiling_ldg.restype = i
         lib.stream_ceiling_bulk.argtypes = [p, ll, p, i, i, i, i, i, p]
         lib.stream_ceiling_bulk.restype = i
-        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, p]
+        lib.stream_ceiling_tensor.argtypes = [p, ll, ll, p, i, i, i, i, i, i, i, i, i, i, i, i, p]
         lib.stream_ceiling_tensor.restype = i
         lib.stream_ceiling_chain.argtypes = [p, ll, p, p, i, i, i, p, i, p, i, i, i, i, i, i, i, i, p, i, i, i, i, i,
                                              p]
@@ -642,7 +648,8 @@ class Kernels:
             g = tensor_geometry(v, n, k, sms)
             code = self.lib.stream_ceiling_tensor(buf_ptr, n, k, out_ptr, p["k_split"], g["groups"], g["box_blocks"],
                                                   g["early"], g["late_box_blocks"], p["evict_first"], p["cluster"], p["threads"],
-                                                  p["scale_loads"], p.get("consumer", 0), v.pdl, stream)
+                                                  p["scale_loads"], p.get("consumer", 0), p.get("rotate", 0), v.pdl,
+                                                  stream)
         elif v.kind == "ldg":
             code = self.lib.stream_ceiling_ldg(buf_ptr, nbytes, out_ptr, sms, p["ctas_per_sm"], p["depth"], ldg_smem(v),
                                                v.pdl, stream)
