@@ -372,14 +372,17 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   // keeps its original form: `row` then points at the warp's slice)
   auto block_of = [&](int b) { return (warp * K_BLOCKS + b + rotation) % kAllBlocks; };
   auto step_offset = [&](int b) { return ROTATE ? block_of(b) * 128 : b * 128; };  // bytes past `row`
+  // this thread's 16 bytes of step b, chunk c, in the variant's load pattern
+  auto load_step = [&](int b, int c) {
+    return CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
+           : ROWS4 ? load_rows4(w, k, row0, k0, b, c)
+                   : load_streaming_16B(row + step_offset(b) + c * 64);
+  };
   uint4 wbuf[K_BLOCKS][2];  // block b, chunk c
 #pragma unroll
   for (int b = 0; b < kAhead; ++b)
 #pragma unroll
-    for (int c = 0; c < 2; ++c)
-      wbuf[b][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * b + c)
-                   : ROWS4 ? load_rows4(w, k, row0, k0, b, c)
-                           : load_streaming_16B(row + step_offset(b) + c * 64);
+    for (int c = 0; c < 2; ++c) wbuf[b][c] = load_step(b, c);
   wait_for_previous_grid();
   if (DIAG == kBare) {  // fold every word, refilling kAhead blocks ahead as the loop below does
     uint32_t fold = 0;
@@ -387,9 +390,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
     for (int b = 0; b < K_BLOCKS; ++b) {
       if (b + kAhead < K_BLOCKS)
 #pragma unroll
-        for (int c = 0; c < 2; ++c)
-          wbuf[b + kAhead][c] = CONTIG ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
-                                       : load_streaming_16B(row + step_offset(b + kAhead) + c * 64);
+        for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_step(b + kAhead, c);
 #pragma unroll
       for (int c = 0; c < 2; ++c) fold ^= wbuf[b][c].x ^ wbuf[b][c].y ^ wbuf[b][c].z ^ wbuf[b][c].w;
     }
@@ -405,10 +406,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   for (int b = 0; b < K_BLOCKS; ++b) {
     if (b + kAhead < K_BLOCKS)
 #pragma unroll
-      for (int c = 0; c < 2; ++c)
-        wbuf[b + kAhead][c] = CONTIG  ? load_contiguous(w, k, row0, k0, K_BLOCKS * 128, 2 * (b + kAhead) + c)
-                            : ROWS4 ? load_rows4(w, k, row0, k0, b + kAhead, c)
-                                    : load_streaming_16B(row + step_offset(b + kAhead) + c * 64);
+      for (int c = 0; c < 2; ++c) wbuf[b + kAhead][c] = load_step(b + kAhead, c);
     const int kb = ROTATE ? block_of(b) : k0 / 128 + b;  // this step's K block
     const float x_lo = tok_lo ? xs[(size_t)g * kblocks + kb] : 0.f;
     const float x_hi = tok_hi ? xs[(size_t)(g + 8) * kblocks + kb] : 0.f;
