@@ -654,3 +654,23 @@ def test_stream_ceiling_rotated_boxes_request_each_box_once_in_its_half():
             assert len(firsts) == (early if early else chunks)
     names = [v.name for v in load_tool("stream_ceiling").plan_copy_variants() if v.params.get("rotate")]
     assert len(names) == 3 and all(name.endswith("boxes rotated by CTA") for name in names)
+
+
+def test_regmma_probe_16row_rotation_stages_each_activation_unit_once():
+    """kRotateK in tools/regmma_probe.cu's 16-row kernel (session 36): warp w (of 8) takes K blocks
+    (w K_BLOCKS + b + CTA) mod (k / 128), b < K_BLOCKS = k / 1024, and stages its blocks' activations as
+    16-byte units block_of(i / (8 m)) * 8 m + i % (8 m) of the [k/64][m][64] e4m3 tensor: over the 8 warps
+    every unit once, and each warp's units are the two 64-K chunks of each of its blocks."""
+    for k in (2048, 4096):
+        k_blocks, all_blocks = k // 1024, k // 128
+        for m in (1, 3, 8, 16):
+            per_block = 2 * m * 4
+            for cta in (0, 1, 5, all_blocks - 1, 321):
+                units = []
+                for warp in range(8):
+                    blocks = [(warp * k_blocks + b + cta % all_blocks) % all_blocks for b in range(k_blocks)]
+                    mine = [blocks[i // per_block] * per_block + i % per_block for i in range(k_blocks * per_block)]
+                    # unit u of [k/64][m][64] lies in chunk u // (4 m): the chunks 2 kb and 2 kb + 1 of its blocks
+                    assert {u // (4 * m) for u in mine} == {2 * kb + c for kb in blocks for c in (0, 1)}
+                    units += mine
+                assert sorted(units) == list(range(all_blocks * per_block)), (k, m, cta)

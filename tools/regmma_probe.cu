@@ -98,7 +98,7 @@ enum Opt : int {
   kHeadroom = 64,      // fewer registers a thread (launch bounds of 4 CTAs an SM for the 16-row kernel, 7 for
                        // the 8-row one: 8 spill), so the grid leaves room on each SM for the next launch's CTAs to
                        // start under PDL and put their loads in flight while this launch finishes (session 36)
-  kRotateK = 128,      // 8-row kernel, fragment pattern: CTA b's warps walk the K blocks rotated by b (mod k / 128):
+  kRotateK = 128,      // fragment pattern, either kernel: CTA b's warps walk the K blocks rotated by b (mod k / 128):
                        // warp w's step i takes block (w K_BLOCKS + i + b) mod (k / 128), so CTAs that run at once do
                        // not read from the same offsets of their 32 KB shares together (session 36, call 8:
                        // staggering the bare reads was worth 0.8-1.0 us); a K permutation, so the GEMM is the same
@@ -118,7 +118,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   constexpr int kAhead = (OPTS & kAllAtEntry) ? (K_BLOCKS < 3 ? K_BLOCKS : 3) : (K_BLOCKS < 2 ? K_BLOCKS : 2);
   constexpr bool CONTIG = (OPTS & kContiguous) != 0, ROWS4 = (OPTS & kRows4) != 0;
   constexpr bool TRANSPOSE = (OPTS & kTranspose) != 0;
+  constexpr bool ROTATE = (OPTS & kRotateK) != 0;
   static_assert(!TRANSPOSE || ROWS4, "the transpose takes the 4 x 128 pattern");
+  static_assert(!ROTATE || !(CONTIG || ROWS4 || ACT16), "the rotation is the fragment pattern's, e4m3 activations");
   static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || TRANSPOSE,
                 "the other load patterns are loads-only diagnostics unless transposed");
   constexpr int kActBytes = ACT16 ? 2 : 1;
@@ -126,8 +128,12 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 16;
   const int k0 = warp * K_BLOCKS * 128;
-  const uint8_t* row_g = w + (size_t)(row0 + g) * k + k0 + 16 * t;
+  const uint8_t* row_g = w + (size_t)(row0 + g) * k + (ROTATE ? 0 : k0) + 16 * t;
   const uint8_t* row_g8 = row_g + (size_t)8 * k;
+  // kRotateK (session 36): warp w's step b takes K block (w K_BLOCKS + b + CTA) mod (k / 128) instead of k0 / 128 + b
+  constexpr int kAllBlocks = 8 * K_BLOCKS;  // k / 128
+  auto block_of = [&](int b) { return (warp * K_BLOCKS + b + int(blockIdx.x % kAllBlocks)) % kAllBlocks; };
+  auto step_block = [&](int b) { return ROTATE ? block_of(b) : b; };  // load_block's block past row_g
 
   // The weight never depends on the previous kernel: two blocks in flight before the wait.
   uint4 wbuf[K_BLOCKS][4];  // fully unrolled: block b's registers are live from its load to its use
@@ -140,14 +146,20 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
 #pragma unroll
       for (int i = 0; i < 4; ++i) wbuf[b][i] = load_rows4(w, k, row0, k0, b, i);
     } else {
-      load_block(wbuf[b], row_g, row_g8, b);
+      load_block(wbuf[b], row_g, row_g8, step_block(b));
     }
   }
   wait_for_previous_grid();
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
   const int chunk0 = k0 / 64;
-  {
+  if (ROTATE) {  // the activations of this warp's (rotated) blocks: 2 m 4 16-byte units a block, as [k/64][m][64]
+    const int per_block = 2 * m * 4;
+    for (int i = lane; i < (NO_ACT ? 0 : K_BLOCKS * per_block); i += 32) {
+      const size_t unit = (size_t)block_of(i / per_block) * per_block + i % per_block;
+      reinterpret_cast<uint4*>(smem)[unit] = reinterpret_cast<const uint4*>(act)[unit];
+    }
+  } else {
     const int units = K_BLOCKS * 2 * m * 4;
     const uint4* src = reinterpret_cast<const uint4*>(act + (size_t)chunk0 * m * 64);
     uint4* dst = reinterpret_cast<uint4*>(smem + (size_t)chunk0 * m * 64 * kActBytes);
@@ -164,7 +176,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
     }
   }
   const int kblocks = k / 128;
-  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + k0 / 128;
+  const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + (ROTATE ? 0 : k0 / 128);
   __syncwarp();
 
   float total[NT][4];
@@ -203,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
 #pragma unroll
         for (int i = 0; i < 4; ++i) wbuf[b + kAhead][i] = load_rows4(w, k, row0, k0, b + kAhead, i);
       } else {
-        load_block(wbuf[b + kAhead], row_g, row_g8, b + kAhead);
+        load_block(wbuf[b + kAhead], row_g, row_g8, step_block(b + kAhead));
       }
     }
     float x_scale[NT][2];  // xs of tokens 8 nt + 2t, + 1 for this block (0 past m)
@@ -212,7 +224,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int tok = 8 * nt + 2 * t + j;
-        x_scale[nt][j] = tok < m && !NO_ACT ? xs[(size_t)tok * kblocks + k0 / 128 + b] : 0.f;
+        x_scale[nt][j] = !(tok < m && !NO_ACT) ? 0.f
+                         : ROTATE          ? xs[(size_t)tok * kblocks + block_of(b)]
+                                           : xs[(size_t)tok * kblocks + k0 / 128 + b];
       }
 
     float4 acc[NT];
@@ -225,7 +239,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int tok = 8 * nt + g;
-        const uint8_t* at = smem + (((size_t)(chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t) * kActBytes;
+        const uint8_t* at =
+            smem + (((size_t)(ROTATE ? 2 * block_of(b) + c : chunk0 + 2 * b + c) * m + tok) * 64 + 16 * t) * kActBytes;
         act_lo[nt] = tok < m && !NO_ACT ? *reinterpret_cast<const uint4*>(at) : make_uint4(0u, 0u, 0u, 0u);
         act_hi[nt] = ACT16 && !NO_ACT && tok < m ? *reinterpret_cast<const uint4*>(at + 16) : make_uint4(0u, 0u, 0u, 0u);
       }
@@ -261,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
         }
       }
     }
-    const float wsc = ws_row[b];
+    const float wsc = ws_row[ROTATE ? block_of(b) : b];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const float s0 = x_scale[nt][0] * wsc, s1 = x_scale[nt][1] * wsc;
@@ -539,7 +554,7 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
 // up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
-// 410-416: bare_rows_kernel; 544, 547: the 8-row kernel with kRotateK.
+// 410-416: bare_rows_kernel; 512, 515 / 544, 547: the 16-row / 8-row kernel with kRotateK.
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -600,7 +615,9 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 414: return launch_bare<256, kLinearStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 415: return launch_bare<256, kStripsStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 416: return launch_bare<256, kLinearRotatedBlocks>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
-    // + 4 * kRotateK (512): the 8-row GEMM and its loads alone with the K blocks rotated by CTA
+    // + 4 * kRotateK (512): the 16-row (512, 515) and 8-row (544, 547) GEMMs and their loads alone, K blocks rotated by CTA
+    case 512: return dispatch_k<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 515: return dispatch_k<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 544: return dispatch_swapped<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 547: return dispatch_swapped<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);

@@ -72,6 +72,8 @@ VARIANTS = [
     (414, "bare 8-row reads, 256 threads, linear, staggered by 512 B a CTA", False),
     (415, "bare 8-row reads, 256 threads, strips, staggered by 512 B a CTA (not yet run on a GPU)", False),
     (416, "bare 8-row reads, 256 threads, linear, rotated by 128 B a CTA mod 4 KB (not yet run on a GPU)", False),
+    (512, "regmma probe, K blocks rotated by CTA (not yet run on a GPU)", True),
+    (515, "diag: loads only, K blocks rotated by CTA (not yet run on a GPU)", False),
     (544, "swapped, K blocks rotated by CTA (not yet run on a GPU)", True),
     (547, "swapped diag: loads only, K blocks rotated by CTA (not yet run on a GPU)", False),
 ]
