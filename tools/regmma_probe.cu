@@ -522,7 +522,7 @@ int launch_bare(const void* w, const void* ws, const void* act, const void* xs, 
   // 43.5 KB of unused dynamic shared memory: exactly 5 CTAs an SM, as the 8-row GEMM's registers allow (fewer
   // registers would let the next launch's CTAs in beside them, which changes the stream: stream_ceiling
   // --ldg-residency)
-  constexpr size_t kFiveAnSm = 44544;
+  constexpr size_t kFiveAnSm = 44544;  // = tools/stream_ceiling.py's cap_smem(5)
   auto go = [&](auto kernel) {
     return launch_or_describe(kernel, unsigned(n / 8), THREADS, kFiveAnSm, pdl, stream, regs, spill_bytes, ctas_per_sm,
                               w, ws, act, xs, out, n, k, m);
