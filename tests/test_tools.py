@@ -618,14 +618,34 @@ def test_regmma_probe_staggered_and_rotated_reads_cover_each_share_once():
                             [(o + 128 * (b % 32)) % share for o in linear]):
                 assert all(o % 16 == 0 for o in offsets)
                 assert len(offsets) == len(units) and {o // 16 for o in offsets} == units, (k, b)
+        # session 37: strips rotated within their rows (kStripsRotatedInRows128 / 512), by 128 and 256 threads;
+        # by 128 threads the 128 B one reads exactly the rotated 8-row GEMM's (kRotateK) units
         k_blocks = k // 512  # the 8-row kernel's blocks a warp (4 warps)
-        starts = set()
-        for b in range(2 * k // 128):
-            rotation = b % (4 * k_blocks)
-            blocks = [(w * k_blocks + i + rotation) % (4 * k_blocks) for w in range(4) for i in range(k_blocks)]
-            assert sorted(blocks) == list(range(k // 128)), (k, b)
-            starts.add(blocks[0])
-        assert len(starts) == k // 128  # every K block is some CTA's first
+        for threads in (128, 256):
+            warps, loads = threads // 32, share // 16 // threads
+            for b in (0, 1, 7, 31, 33, 639):
+                for step in (128, 512):
+                    offsets = []
+                    for j in range(loads):
+                        for w in range(warps):
+                            for lane in range(32):
+                                column = w * (k // warps) + 64 * j + 16 * (lane % 4)
+                                offsets.append((lane // 4) * k + (column + step * b) % k)
+                                assert offsets[-1] // k == lane // 4  # every lane stays in its row
+                    assert {o // 16 for o in offsets} == units and len(offsets) == len(units), (k, threads, b, step)
+                    if threads == 128 and step == 128:
+                        gemm = [(lane // 4) * k + 128 * ((w * k_blocks + i + b % (4 * k_blocks)) % (4 * k_blocks))
+                                + 64 * c + 16 * (lane % 4)
+                                for i in range(k_blocks) for c in range(2) for w in range(4) for lane in range(32)]
+                        assert offsets == gemm, (k, b)  # the same loads in the same order (j = 2 i + c)
+        for step in (1, 4):  # kRotateK, and kRotateK | kRotateBy4 (rotation_blocks: step b mod k / 128)
+            starts = set()
+            for b in range(2 * k // 128):
+                rotation = (step * b) % (4 * k_blocks)
+                blocks = [(w * k_blocks + i + rotation) % (4 * k_blocks) for w in range(4) for i in range(k_blocks)]
+                assert sorted(blocks) == list(range(k // 128)), (k, b)
+                starts.add(blocks[0])
+            assert len(starts) == k // 128 // step  # every (step-th) K block is some CTA's first
 
 
 def test_stream_ceiling_rotated_boxes_request_each_box_once_in_its_half():

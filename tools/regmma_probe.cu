@@ -102,7 +102,15 @@ enum Opt : int {
                        // warp w's step i takes block (w K_BLOCKS + i + b) mod (k / 128), so CTAs that run at once do
                        // not read from the same offsets of their 32 KB shares together (session 36, call 8:
                        // staggering the bare reads was worth 0.8-1.0 us); a K permutation, so the GEMM is the same
+  kRotateBy4 = 256,    // with kRotateK: CTA b's rotation is 4 b blocks (512 b bytes of each row, mod k), the stagger
+                       // of bare variant 419, not b blocks (session 37)
 };
+
+// The K blocks CTA b's kRotateK rotation starts at (mod the k / 128 blocks).
+template <int OPTS>
+__device__ __forceinline__ int rotation_blocks(int all_blocks) {
+  return int(((OPTS & kRotateBy4) ? 4u * blockIdx.x : blockIdx.x) % unsigned(all_blocks));
+}
 
 // CTAs an SM each kernel's launch bounds ask for (kHeadroom: more, with fewer registers a thread).
 constexpr int min_ctas_16row(int opts) { return (opts & kHeadroom) ? 4 : 3; }
@@ -132,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   const uint8_t* row_g8 = row_g + (size_t)8 * k;
   // kRotateK (session 36): warp w's step b takes K block (w K_BLOCKS + b + CTA) mod (k / 128) instead of k0 / 128 + b
   constexpr int kAllBlocks = 8 * K_BLOCKS;  // k / 128
-  auto block_of = [&](int b) { return (warp * K_BLOCKS + b + int(blockIdx.x % kAllBlocks)) % kAllBlocks; };
+  auto block_of = [&](int b) { return (warp * K_BLOCKS + b + rotation_blocks<OPTS>(kAllBlocks)) % kAllBlocks; };
   auto step_block = [&](int b) { return ROTATE ? block_of(b) : b; };  // load_block's block past row_g
 
   // The weight never depends on the previous kernel: two blocks in flight before the wait.
@@ -374,7 +382,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   constexpr bool ROTATE = (OPTS & kRotateK) != 0;
   static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || DIAG == kBare,
                 "the other load patterns are loads-only diagnostics");
-  static_assert(!ROTATE || !(CONTIG || ROWS4 || DIAG == kBare), "the rotation is the fragment pattern's");
+  static_assert(!ROTATE || !(CONTIG || ROWS4), "the rotation is the fragment pattern's");
   __shared__ float red[4][16][8];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -382,7 +390,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   const int k0 = warp * K_BLOCKS * 128;
   const uint8_t* row = w + (size_t)(row0 + g) * k + (ROTATE ? 0 : k0) + 16 * t;
   constexpr int kAllBlocks = 4 * K_BLOCKS;  // k / 128
-  const int rotation = ROTATE ? int(blockIdx.x % kAllBlocks) : 0;
+  const int rotation = ROTATE ? rotation_blocks<OPTS>(kAllBlocks) : 0;
   // kRotateK: the K block of this warp's step b (without the rotation it is k0 / 128 + b, and the code below
   // keeps its original form: `row` then points at the warp's slice)
   auto block_of = [&](int b) { return (warp * K_BLOCKS + b + rotation) % kAllBlocks; };
@@ -477,7 +485,13 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
 //   kStripsStaggered: kStrips with the same 512 b byte rotation of the share;
 //   kLinearRotatedBlocks: kLinear with the share rotated by 128 (b mod 32) bytes: the offsets a K-block
 //            rotation (kRotateK) gives (a 4 KB range instead of kLinearStaggered's 32 KB).
-enum BarePattern : int { kLinear = 0, kStrips = 1, kLinearStaggered = 2, kStripsStaggered = 3, kLinearRotatedBlocks = 4 };
+//   kStripsRotatedInRows128 / 512 (session 37): kStrips with each row's column rotated by 128 b / 512 b bytes
+//            (mod k), every lane staying in its row. With 128 threads, the first is exactly the addresses of the
+//            8-row GEMM under kRotateK (variant 547), read as kStripsStaggered reads (all at entry, nothing else).
+enum BarePattern : int {
+  kLinear = 0, kStrips = 1, kLinearStaggered = 2, kStripsStaggered = 3, kLinearRotatedBlocks = 4,
+  kStripsRotatedInRows128 = 5, kStripsRotatedInRows512 = 6
+};
 
 template <int THREADS, int PATTERN, int LOADS>
 __global__ void __launch_bounds__(THREADS, 5)
@@ -494,10 +508,14 @@ __global__ void __launch_bounds__(THREADS, 5)
     const size_t share_bytes = (size_t)8 * k;
     const size_t linear = ((size_t)j * THREADS + threadIdx.x) * 16;
     const size_t strips = (size_t)(lane >> 2) * k + (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
+    const size_t strip_column = (size_t)warp * (k / kWarps) + 64 * j + 16 * (lane & 3);
+    const size_t row_rotation = PATTERN == kStripsRotatedInRows128 ? 128 * (size_t)blockIdx.x : 512 * (size_t)blockIdx.x;
+    const size_t rotated_in_row = (size_t)(lane >> 2) * k + (strip_column + row_rotation) % k;
     const size_t offset = PATTERN == kLinear                ? linear
                           : PATTERN == kLinearStaggered     ? (linear + 512 * (size_t)blockIdx.x) % share_bytes
                           : PATTERN == kStripsStaggered     ? (strips + 512 * (size_t)blockIdx.x) % share_bytes
                           : PATTERN == kLinearRotatedBlocks ? (linear + 128 * (size_t)(blockIdx.x % 32)) % share_bytes
+                          : PATTERN == kStripsRotatedInRows128 || PATTERN == kStripsRotatedInRows512 ? rotated_in_row
                                                             : strips;
     v[j] = load_streaming_16B(share + offset);
   }
@@ -554,7 +572,8 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // 16-row kernel, diag (0-3) + 4 * options (bits of Opt); 32-63, the 8-row kernel, 32 + the same; 67, 71, 72
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
 // up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
-// 410-416: bare_rows_kernel; 512, 515 / 544, 547: the 16-row / 8-row kernel with kRotateK.
+// 410-421: bare_rows_kernel; 512, 515 / 544, 547, 548, 555, 556: the 16-row / 8-row kernel with kRotateK;
+// 1536, 1539 / 1568, 1571, 1572: the same rotated by 4 b blocks (kRotateBy4).
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -615,11 +634,35 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 414: return launch_bare<256, kLinearStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 415: return launch_bare<256, kStripsStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 416: return launch_bare<256, kLinearRotatedBlocks>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    // 417-421 (session 37): strips staggered at 128 threads, and strips rotated within their rows
+    case 417: return launch_bare<128, kStripsStaggered>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 418: return launch_bare<128, kStripsRotatedInRows128>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 419: return launch_bare<128, kStripsRotatedInRows512>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 420: return launch_bare<256, kStripsRotatedInRows128>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 421: return launch_bare<256, kStripsRotatedInRows512>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     // + 4 * kRotateK (512): the 16-row (512, 515) and 8-row (544, 547) GEMMs and their loads alone, K blocks rotated by CTA
     case 512: return dispatch_k<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 515: return dispatch_k<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 544: return dispatch_swapped<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 547: return dispatch_swapped<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    // session 37: the rotated 8-row kernel's loads bare (548), bare with every block at entry (556), and loads
+    // only with every block at entry (555)
+    case 548: return dispatch_swapped<kBare, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 555: return dispatch_swapped<kLoadsOnly, kAllAtEntry | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                          spill, ctas);
+    case 556: return dispatch_swapped<kBare, kAllAtEntry | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                     ctas);
+    // + 4 * kRotateBy4 (1024): rotated by 4 b blocks (512 b bytes): the 16-row GEMM and its loads (1536, 1539), the
+    // 8-row GEMM, its loads and its bare loads (1568, 1571, 1572)
+    case 1536: return dispatch_k<kFull, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 1539: return dispatch_k<kLoadsOnly, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                  ctas);
+    case 1568: return dispatch_swapped<kFull, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                     ctas);
+    case 1571: return dispatch_swapped<kLoadsOnly, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                          spill, ctas);
+    case 1572: return dispatch_swapped<kBare, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                     ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }
