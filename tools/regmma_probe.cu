@@ -104,7 +104,16 @@ enum Opt : int {
                        // staggering the bare reads was worth 0.8-1.0 us); a K permutation, so the GEMM is the same
   kRotateBy4 = 256,    // with kRotateK: CTA b's rotation is 4 b blocks (512 b bytes of each row, mod k), the stagger
                        // of bare variant 419, not b blocks (session 37)
+  kSmemCap = 512,      // unused dynamic shared memory up to the SM's share of the kernel's CTAs an SM (3 / 5), as
+                       // bare_rows_kernel has (session 37, call 2: the same addresses read at 0.86 there and 0.72 in
+                       // the 8-row kernel: is it the L1 / shared split, or the CTAs an SM?)
 };
+
+// Dynamic shared memory a CTA with kSmemCap: stream_ceiling.py's cap_smem(ctas) = (228 KB / ctas - 2 KB) rounded
+// down to 128 B (1 KB reserved a CTA, 1 KB of static shared memory), less the static memory past 1 KB.
+constexpr size_t capped_smem(int ctas, size_t static_bytes) {
+  return ((size_t)233472 / ctas - 2048) / 128 * 128 - (static_bytes > 1024 ? static_bytes - 1024 : 0);
+}
 
 // The K blocks CTA b's kRotateK rotation starts at (mod the k / 128 blocks).
 template <int OPTS>
@@ -356,9 +365,11 @@ int launch_or_describe(Kernel kernel, unsigned grid, unsigned threads, size_t sm
 template <int NT, int K_BLOCKS, int DIAG, int OPTS>
 int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
            cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
+  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0);
+  const size_t capped = capped_smem(min_ctas_16row(OPTS), 0);
   return launch_or_describe(regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>, unsigned(n / 16), kThreads,
-                            smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0), pdl, stream, regs,
-                            spill_bytes, ctas_per_sm, w, ws, act, xs, out, n, k, m);
+                            (OPTS & kSmemCap) && capped > smem ? capped : smem, pdl, stream, regs, spill_bytes,
+                            ctas_per_sm, w, ws, act, xs, out, n, k, m);
 }
 
 // ---- the swapped orientation: 8-row CTAs (session 35, second probe) ---------------------------------
@@ -534,7 +545,7 @@ __global__ void __launch_bounds__(THREADS, 5)
   }
 }
 
-template <int THREADS, int PATTERN>
+template <int THREADS, int PATTERN, bool CAP = true>
 int launch_bare(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                 cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
   // 43.5 KB of unused dynamic shared memory: exactly 5 CTAs an SM, as the 8-row GEMM's registers allow (fewer
@@ -542,7 +553,8 @@ int launch_bare(const void* w, const void* ws, const void* act, const void* xs, 
   // --ldg-residency)
   constexpr size_t kFiveAnSm = 44544;  // = tools/stream_ceiling.py's cap_smem(5)
   auto go = [&](auto kernel) {
-    return launch_or_describe(kernel, unsigned(n / 8), THREADS, kFiveAnSm, pdl, stream, regs, spill_bytes, ctas_per_sm,
+    return launch_or_describe(kernel, unsigned(n / 8), THREADS, CAP ? kFiveAnSm : 0, pdl, stream, regs, spill_bytes,
+                              ctas_per_sm,
                               w, ws, act, xs, out, n, k, m);
   };
   // loads a thread: 8 rows x k bytes / (16 bytes x THREADS)
@@ -553,8 +565,9 @@ int launch_bare(const void* w, const void* ws, const void* act, const void* xs, 
 template <int K_BLOCKS, int DIAG, int OPTS>
 int launch_swapped(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m,
                    int pdl, cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  return launch_or_describe(regmma_swapped_kernel<K_BLOCKS, DIAG, OPTS>, unsigned(n / 8), 128, 0, pdl, stream, regs,
-                            spill_bytes, ctas_per_sm, w, ws, act, xs, out, n, k, m);
+  const size_t smem = (OPTS & kSmemCap) ? capped_smem(min_ctas_8row(OPTS), 4 * 16 * 8 * sizeof(float)) : 0;
+  return launch_or_describe(regmma_swapped_kernel<K_BLOCKS, DIAG, OPTS>, unsigned(n / 8), 128, smem, pdl, stream,
+                            regs, spill_bytes, ctas_per_sm, w, ws, act, xs, out, n, k, m);
 }
 
 template <int DIAG, int OPTS>
@@ -573,7 +586,7 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
 // up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
 // 410-421: bare_rows_kernel; 512, 515 / 544, 547, 548, 555, 556: the 16-row / 8-row kernel with kRotateK;
-// 1536, 1539 / 1568, 1571, 1572: the same rotated by 4 b blocks (kRotateBy4).
+// 1536, 1539 / 1568, 1571, 1572: the same rotated by 4 b blocks (kRotateBy4); 2048 and up: with kSmemCap.
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -640,6 +653,8 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 419: return launch_bare<128, kStripsRotatedInRows512>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 420: return launch_bare<256, kStripsRotatedInRows128>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 421: return launch_bare<256, kStripsRotatedInRows512>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 422: return launch_bare<128, kStripsRotatedInRows128, false>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                      ctas);  // 418 without the 5-an-SM cap
     // + 4 * kRotateK (512): the 16-row (512, 515) and 8-row (544, 547) GEMMs and their loads alone, K blocks rotated by CTA
     case 512: return dispatch_k<kFull, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 515: return dispatch_k<kLoadsOnly, kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
@@ -663,6 +678,20 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                           spill, ctas);
     case 1572: return dispatch_swapped<kBare, kRotateK | kRotateBy4>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                      ctas);
+    // + 4 * kSmemCap (2048): unused shared memory up to 3 / 5 CTAs an SM: the 16-row kernel (2048, 2051) and
+    // rotated (2560, 2563); the 8-row kernel (2080, 2083) and rotated (2592, 2595, bare 2596)
+    case 2048: return dispatch_k<kFull, kSmemCap>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2051: return dispatch_k<kLoadsOnly, kSmemCap>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2560: return dispatch_k<kFull, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2563: return dispatch_k<kLoadsOnly, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2080: return dispatch_swapped<kFull, kSmemCap>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2083: return dispatch_swapped<kLoadsOnly, kSmemCap>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 2592: return dispatch_swapped<kFull, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                   ctas);
+    case 2595: return dispatch_swapped<kLoadsOnly, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                        spill, ctas);
+    case 2596: return dispatch_swapped<kBare, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                   ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }
