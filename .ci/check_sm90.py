@@ -9,7 +9,12 @@ Compiles kernels/cuda/sm90_kernels.cu alone with nvcc and exactly the wheel's fl
     the in-register e4m3 quantization (F2FP.SATFINITE.E4M3); a ring-kernel instance (either) also
     needs mbarrier waits (SYNCS.PHASECHK), and the mma.sync one the TMA bulk copy (UBLKCP);
   * a quantization kernel lacks the e4m3 quantization instruction;
-  * an expected kernel is missing.
+  * an expected kernel is missing;
+  * a GEMM instance issues no weight copy or load before its griddepcontrol.wait (ACQBULK): ptxas may
+    schedule the wait above loads written before it (session 37), and then nothing streams while the
+    previous launch finishes;
+  * an instance of tools/regmma_probe.cu (the register-fed probe) issues fewer than 8 weight loads before
+    its wait, except the kPlainWait ones kept to show the hoisted wait.
 cuobjdump/nvdisasm come from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) when absent.
 """
 
@@ -102,6 +107,9 @@ def main():
             if paired:  # st.async of the e4m3 bytes into the pair peer's shared memory
                 need += ["STAS.64"]
             missing = [n for n in need if not has(n)]
+            early = loads_before_wait(body, r"\b(?:LDG|LDGSTS|UTMALDG|UBLKCP)\b")
+            if early < 1:
+                missing.append("a weight copy before ACQBULK")
             if wgmma and not re.search(r"QGMMA\.64x\d+x32\.F32\.E4M3\.E4M3 ", body):  # the shape (lower-case x) and operand types
                 missing.append("QGMMA.64xNx32.F32.E4M3.E4M3")
             mma = "QGMMA" if wgmma else "HMMA"
@@ -117,10 +125,54 @@ def main():
     if counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 17 or counts["quant"] != 2:
         failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 17 wgmma-ring ones and 2 quant "
                         f"kernels, found {counts}")
+    failures += check_regmma_probe(nvcc, cuobjdump, env)
     for f in failures:
         log("FAIL: " + f)
     log("OK" if not failures else f"{len(failures)} failure(s)")
     return 1 if failures else 0
+
+
+def loads_before_wait(body, pattern):
+    """Instructions matching `pattern` in a function's SASS before its first ACQBULK (griddepcontrol.wait);
+    -1 when it has no ACQBULK."""
+    lines = body.split("\n")
+    wait = next((i for i, line in enumerate(lines) if "ACQBULK" in line), None)
+    if wait is None:
+        return -1
+    return sum(1 for line in lines[:wait] if re.search(pattern, line))
+
+
+def check_regmma_probe(nvcc, cuobjdump, env):
+    """tools/regmma_probe.cu: every instance of the two register-fed kernels issues its entry weight loads
+    (at least 8: two or more 128-K blocks) before griddepcontrol.wait, but the kPlainWait ones (OPTS bit
+    1024), whose plain wait ptxas schedules above them."""
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = os.path.join(tmp, "regmma_probe.cubin")
+        cmd = [nvcc, "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-o", cubin,
+               str(ROOT / "tools" / "regmma_probe.cu")]
+        log(" ".join(cmd))
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            print(res.stdout, res.stderr)
+            return ["nvcc failed on tools/regmma_probe.cu"]
+        sass = subprocess.run([cuobjdump, "--dump-sass", cubin], capture_output=True, text=True, env=env,
+                              check=True).stdout
+    checked = 0
+    for body in re.split(r"\n\s+Function : ", sass)[1:]:
+        name = body.split("\n", 1)[0].strip()
+        kernel = re.search(r"(regmma_kernel|regmma_swapped_kernel)I((?:Li\d+E)+)E", name)
+        if not kernel:
+            continue
+        opts = int(re.findall(r"Li(\d+)E", kernel.group(2))[-1])
+        early = loads_before_wait(body, r"LDG\.E\.NA")
+        checked += 1
+        if not opts & 1024 and early < 8:
+            failures.append(f"{name}: {early} weight loads before griddepcontrol.wait (want >= 8)")
+    log(f"tools/regmma_probe.cu: {checked} register-fed instances checked for weight loads before the wait")
+    if checked < 100:
+        failures.append(f"tools/regmma_probe.cu: only {checked} register-fed instances found")
+    return failures
 
 
 if __name__ == "__main__":

@@ -104,10 +104,35 @@ enum Opt : int {
                        // staggering the bare reads was worth 0.8-1.0 us); a K permutation, so the GEMM is the same
   kRotateBy4 = 256,    // with kRotateK: CTA b's rotation is 4 b blocks (512 b bytes of each row, mod k), the stagger
                        // of bare variant 419, not b blocks (session 37)
+  kPlainWait = 1024,   // the plain griddepcontrol.wait every instance had before session 37, which ptxas schedules
+                       // above the weight loads written before it (see the SASS): the loads wait for the previous
+                       // launch. Without it they stay above it (wait_after_entry_loads).
   kSmemCap = 512,      // unused dynamic shared memory up to the SM's share of the kernel's CTAs an SM (3 / 5), as
                        // bare_rows_kernel has (session 37, call 2: the same addresses read at 0.86 there and 0.72 in
                        // the 8-row kernel: is it the L1 / shared split, or the CTAs an SM?)
 };
+
+// The wait for the previous grid, with the weight loads issued at entry kept above it (session 37). ptxas
+// (CUDA 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so they wait
+// for the previous launch to end: every instance before session 37 did (kPlainWait keeps that). A use of
+// them on a branch that is never taken (m < 1; `valid` requires m >= 1) keeps them above the wait: ptxas does
+// not sink them into both paths (checked in the SASS: tests/test_tools.py). Returns true on that branch.
+template <int OPTS, int AHEAD, int BLOCKS, int PIECES>
+__device__ __forceinline__ bool wait_after_entry_loads(const uint4 (&buf)[BLOCKS][PIECES], int m, void* out) {
+  if constexpr ((OPTS & kPlainWait) == 0) {
+    if (m < 1) {
+      uint32_t fold = 0;
+#pragma unroll
+      for (int b = 0; b < AHEAD; ++b)
+#pragma unroll
+        for (int i = 0; i < PIECES; ++i) fold ^= buf[b][i].x ^ buf[b][i].y ^ buf[b][i].z ^ buf[b][i].w;
+      static_cast<uint32_t*>(out)[blockIdx.x * blockDim.x + threadIdx.x] = fold;
+      return true;
+    }
+  }
+  wait_for_previous_grid();
+  return false;
+}
 
 // Dynamic shared memory a CTA with kSmemCap: stream_ceiling.py's cap_smem(ctas) = (228 KB / ctas - 2 KB) rounded
 // down to 128 B (1 KB reserved a CTA, 1 KB of static shared memory), less the static memory past 1 KB.
@@ -166,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
       load_block(wbuf[b], row_g, row_g8, step_block(b));
     }
   }
-  wait_for_previous_grid();
+  if (wait_after_entry_loads<OPTS, kAhead>(wbuf, m, out)) return;
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
   const int chunk0 = k0 / 64;
@@ -417,7 +442,7 @@ __global__ void __launch_bounds__(128, min_ctas_8row(OPTS))
   for (int b = 0; b < kAhead; ++b)
 #pragma unroll
     for (int c = 0; c < 2; ++c) wbuf[b][c] = load_step(b, c);
-  wait_for_previous_grid();
+  if (wait_after_entry_loads<OPTS, kAhead>(wbuf, m, out)) return;
   if (DIAG == kBare) {  // fold every word, refilling kAhead blocks ahead as the loop below does
     uint32_t fold = 0;
 #pragma unroll
@@ -586,7 +611,8 @@ bool valid(int n, int k, int m) { return n > 0 && n % 16 == 0 && (k == 2048 || k
 // and 99, 103: the 16-row and 8-row kernels with the kContiguous / kRows4 / kTranspose options; 256 and
 // up: with kHeadroom (256, 259: 16-row; 288, 291, 323: 8-row); 400-403: the 8-row kernel's bare loads (kBare);
 // 410-421: bare_rows_kernel; 512, 515 / 544, 547, 548, 555, 556: the 16-row / 8-row kernel with kRotateK;
-// 1536, 1539 / 1568, 1571, 1572: the same rotated by 4 b blocks (kRotateBy4); 2048 and up: with kSmemCap.
+// 1536, 1539 / 1568, 1571, 1572: the same rotated by 4 b blocks (kRotateBy4); 2048 and up: with kSmemCap;
+// 4096 and up: with kPlainWait (the wait ptxas hoists above the loads, as every instance had before session 37).
 template <int DIAG, int OPTS>
 int dispatch_k(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
                cudaStream_t s, int* regs, int* spill, int* ctas) {
@@ -692,6 +718,12 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                         spill, ctas);
     case 2596: return dispatch_swapped<kBare, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                    ctas);
+    // + 4 * kPlainWait (4096): the plain wait, above the loads (every instance's before session 37): the 16-row GEMM
+    // and its loads (4096, 4099), the 8-row ones (4128, 4131)
+    case 4096: return dispatch_k<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 4099: return dispatch_k<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 4128: return dispatch_swapped<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 4131: return dispatch_swapped<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     default: return int(cudaErrorInvalidValue);
   }
 }
