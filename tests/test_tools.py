@@ -694,3 +694,34 @@ def test_regmma_probe_16row_rotation_stages_each_activation_unit_once():
                     assert {u // (4 * m) for u in mine} == {2 * kb + c for kb in blocks for c in (0, 1)}
                     units += mine
                 assert sorted(units) == list(range(all_blocks * per_block)), (k, m, cta)
+
+
+def test_regmma_probe_quantize_passes_cover_each_group_once_in_the_staged_layout():
+    """kQuantize in tools/regmma_probe.cu's 16-row kernel (session 37): pass p's quad g takes pair 8 p + g
+    (the warp's block pair / m, token pair % m) while pair < m K_BLOCKS; lane t of the quad quantizes the 32
+    values at 32 t of the 128-group and stores them at chunk 2 kb + t / 2, byte 32 (t % 2) of the token's 64 in
+    the [k/64][m][64] layout: over the passes every (token, K) value of the warp's slice lands once, at the byte
+    the e4m3 input would have had (chunk k / 64, byte k % 64), and every group's scale once."""
+    for k_blocks in (2, 4):
+        for m in (1, 3, 8, 16):
+            passes = (m * k_blocks + 7) // 8
+            for k0_block in (0, 5 * k_blocks):  # warp 0 and warp 5's slices
+                written, scales = {}, []
+                for p in range(passes):
+                    for g in range(8):
+                        pair = 8 * p + g
+                        if pair >= m * k_blocks:
+                            continue
+                        bl, tok = divmod(pair, m)
+                        kb = k0_block + bl
+                        scales.append((tok, kb))
+                        for t in range(4):
+                            for j in range(32):
+                                kk = kb * 128 + 32 * t + j  # the value lane t quantized
+                                address = ((2 * kb + t // 2) * m + tok) * 64 + 32 * (t % 2) + j
+                                assert address not in written
+                                written[address] = (tok, kk)
+                want = {((kk // 64) * m + tok) * 64 + kk % 64: (tok, kk)
+                        for tok in range(m) for kk in range(k0_block * 128, (k0_block + k_blocks) * 128)}
+                assert written == want, (k_blocks, m)
+                assert sorted(scales) == sorted((tok, k0_block + b) for tok in range(m) for b in range(k_blocks))

@@ -36,10 +36,13 @@
 
 // The library's own wrappers: the streaming load, cvt e4m3x2 -> f16x2, mma.sync m16n8k16, griddepcontrol.
 #include "../kernels/cuda/sm90_ptx.cuh"
+// kQuantize: the library's bit-exact 1x128 quantization (SPEC §3.1): magnitude keys, group parameters, e4m3x8_of.
+#include "../kernels/cuda/sm90_quant.cuh"
 
 namespace {
 
 using namespace sgl_fp8::sm90;
+using sgl_fp8::GroupQuantParams;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -107,6 +110,10 @@ enum Opt : int {
   kPlainWait = 1024,   // the plain griddepcontrol.wait every instance had before session 37, which ptxas schedules
                        // above the weight loads written before it (see the SASS): the loads wait for the previous
                        // launch. Without it they stay above it (wait_after_entry_loads).
+  kQuantize = 2048,    // 16-row kernel (session 37): `act` is the bf16 activations x [m][k], quantized in the kernel per
+                       // SPEC §3.1 (fp32 scales) into the shared-memory layout the e4m3 input had, scales beside it;
+                       // pairs (token, block) of the warp's slice go to its 8 lane quads (lane t: 32 values), in
+                       // passes of 8 pairs, all after the wait and before the first block's MMAs
   kSmemCap = 512,      // unused dynamic shared memory up to the SM's share of the kernel's CTAs an SM (3 / 5), as
                        // bare_rows_kernel has (session 37, call 2: the same addresses read at 0.86 there and 0.72 in
                        // the 8-row kernel: is it the L1 / shared split, or the CTAs an SM?)
@@ -161,6 +168,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   constexpr bool CONTIG = (OPTS & kContiguous) != 0, ROWS4 = (OPTS & kRows4) != 0;
   constexpr bool TRANSPOSE = (OPTS & kTranspose) != 0;
   constexpr bool ROTATE = (OPTS & kRotateK) != 0;
+  constexpr bool QUANT = (OPTS & kQuantize) != 0;
+  static_assert(!QUANT || !(ACT16 || NO_ACT || CONTIG || ROWS4), "kQuantize writes e4m3 in the fragment layout");
   static_assert(!TRANSPOSE || ROWS4, "the transpose takes the 4 x 128 pattern");
   static_assert(!ROTATE || !(CONTIG || ROWS4 || ACT16), "the rotation is the fragment pattern's, e4m3 activations");
   static_assert(!(CONTIG || ROWS4) || DIAG == kLoadsOnly || TRANSPOSE,
@@ -195,7 +204,38 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
 
   // This warp's activations (its own chunks only) into shared memory: 16-byte units.
   const int chunk0 = k0 / 64;
-  if (ROTATE) {  // the activations of this warp's (rotated) blocks: 2 m 4 16-byte units a block, as [k/64][m][64]
+  const int kblocks = k / 128;
+  float* xs_smem = reinterpret_cast<float*>(smem + (size_t)m * k + (size_t)kWarps * 8 * NT * 16 * sizeof(float));
+  // kQuantize: pass p quantizes pairs 8 p .. 8 p + 7 (pair i: the warp's block i / m, token i % m), quad g the
+  // pair 8 p + g, lane t of it the 32 values at 32 t of the 128: e4m3 into smem at chunk 2 kb + t / 2, byte
+  // 32 (t % 2) of the token's 64, and the scale (lane t = 0) into xs_smem[token][kb].
+  auto quantize_pass = [&](int pass) {
+    const int pair = 8 * pass + g;
+    const bool live = pair < m * K_BLOCKS;
+    const int bl = live ? pair / m : 0, tok = live ? pair % m : 0;
+    const int kb = ROTATE ? block_of(bl) : k0 / 128 + bl;
+    uint4 raw[4];
+    const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
+    const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
+    uint2 bytes[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v[8];
+      unpack_8(raw[i], false, v);
+      bytes[i] = e4m3x8_of(v, qp.inverse_scale);
+    }
+    if (live) {
+      uint8_t* dst = smem + ((size_t)(2 * kb + (t >> 1)) * m + tok) * 64 + 32 * (t & 1);
+      *reinterpret_cast<uint4*>(dst) = make_uint4(bytes[0].x, bytes[0].y, bytes[1].x, bytes[1].y);
+      *reinterpret_cast<uint4*>(dst + 16) = make_uint4(bytes[2].x, bytes[2].y, bytes[3].x, bytes[3].y);
+      if (t == 0) xs_smem[tok * kblocks + kb] = qp.scale;
+    }
+  };
+  if (QUANT) {  // every pass before the first block (run inside the block loop, they kept it from unrolling)
+    for (int pass = 0; pass < (m * K_BLOCKS + 7) / 8; ++pass) quantize_pass(pass);
+  } else if (ROTATE) {  // the activations of this warp's (rotated) blocks: 2 m 4 16-byte units a block, as [k/64][m][64]
     const int per_block = 2 * m * 4;
     for (int i = lane; i < (NO_ACT ? 0 : K_BLOCKS * per_block); i += 32) {
       const size_t unit = (size_t)block_of(i / per_block) * per_block + i % per_block;
@@ -217,7 +257,6 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
       }
     }
   }
-  const int kblocks = k / 128;
   const float* ws_row = ws + (size_t)(row0 / 128) * kblocks + (ROTATE ? 0 : k0 / 128);
   __syncwarp();
 
@@ -267,6 +306,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
       for (int j = 0; j < 2; ++j) {
         const int tok = 8 * nt + 2 * t + j;
         x_scale[nt][j] = !(tok < m && !NO_ACT) ? 0.f
+                         : QUANT           ? xs_smem[tok * kblocks + (ROTATE ? block_of(b) : k0 / 128 + b)]
                          : ROTATE          ? xs[(size_t)tok * kblocks + block_of(b)]
                                            : xs[(size_t)tok * kblocks + k0 / 128 + b];
       }
@@ -350,9 +390,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   }
 }
 
-size_t smem_bytes(int m, int k, int nt, bool act16, bool transpose = false) {
+size_t smem_bytes(int m, int k, int nt, bool act16, bool transpose = false, bool quantize = false) {
   return (size_t)m * k * (act16 ? 2 : 1) + (size_t)kWarps * 8 * nt * 16 * sizeof(float) +
-         (transpose ? (size_t)kWarps * 2048 : 0);
+         (transpose ? (size_t)kWarps * 2048 : 0) + (quantize ? (size_t)m * (k / 128) * sizeof(float) : 0);
 }
 
 // Launches `kernel` (grid CTAs of `threads`, `smem` bytes of dynamic shared memory, programmatic dependent
@@ -390,7 +430,7 @@ int launch_or_describe(Kernel kernel, unsigned grid, unsigned threads, size_t sm
 template <int NT, int K_BLOCKS, int DIAG, int OPTS>
 int launch(const void* w, const void* ws, const void* act, const void* xs, void* out, int n, int k, int m, int pdl,
            cudaStream_t stream, int* regs, int* spill_bytes, int* ctas_per_sm) {
-  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0);
+  const size_t smem = smem_bytes(m, k, NT, (OPTS & kAct16) != 0, (OPTS & kTranspose) != 0, (OPTS & kQuantize) != 0);
   const size_t capped = capped_smem(min_ctas_16row(OPTS), 0);
   return launch_or_describe(regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>, unsigned(n / 16), kThreads,
                             (OPTS & kSmemCap) && capped > smem ? capped : smem, pdl, stream, regs, spill_bytes,
@@ -720,6 +760,12 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                    ctas);
     // + 4 * kPlainWait (4096): the plain wait, above the loads (every instance's before session 37): the 16-row GEMM
     // and its loads (4096, 4099), the 8-row ones (4128, 4131)
+    // + 4 * kQuantize (8192): the 16-row GEMM quantizing its bf16 activations (8192), its loads with the
+    // quantization (8195), with three blocks at entry (8200), and K blocks rotated (8704)
+    case 8192: return dispatch_k<kFull, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8195: return dispatch_k<kLoadsOnly, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8200: return dispatch_k<kFull, kQuantize | kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8704: return dispatch_k<kFull, kQuantize | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4096: return dispatch_k<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4099: return dispatch_k<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4128: return dispatch_swapped<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);

@@ -90,10 +90,14 @@ VARIANTS = [
     (1571, "swapped diag: loads only, K rotated by 4 blocks a CTA", False),
     (1572, "swapped diag: bare loads, K rotated by 4 blocks a CTA", False),
     (422, "bare 8-row reads, 128 threads, strips, rotated in rows by 128 B a CTA, no 5-an-SM cap", False),
-    (4096, "regmma probe, plain wait (above the loads, as before session 37; not yet run on a GPU)", True),
-    (4099, "diag: loads only, plain wait (not yet run on a GPU)", False),
-    (4128, "swapped, plain wait (above the loads, as before session 37; not yet run on a GPU)", True),
-    (4131, "swapped diag: loads only, plain wait (not yet run on a GPU)", False),
+    (8192, "regmma probe quantizing bf16 activations (not yet run on a GPU)", True),
+    (8195, "diag: loads only, quantizing bf16 activations (not yet run on a GPU)", False),
+    (8200, "regmma probe quantizing, three blocks at entry (not yet run on a GPU)", True),
+    (8704, "regmma probe quantizing, K blocks rotated by CTA (not yet run on a GPU)", True),
+    (4096, "regmma probe, plain wait (above the loads, as before session 37)", True),
+    (4099, "diag: loads only, plain wait", False),
+    (4128, "swapped, plain wait (above the loads, as before session 37)", True),
+    (4131, "swapped diag: loads only, plain wait", False),
     (2048, "regmma probe, shared memory capped", True),
     (2051, "diag: loads only, shared memory capped", False),
     (2560, "regmma probe, K blocks rotated by CTA, shared memory capped", True),
@@ -144,6 +148,17 @@ def activations(m: int, k: int, generator, device):
     return q, xs
 
 
+def bf16_activations(m: int, k: int, generator, device):
+    """bf16 activations for the kQuantize variants (session 37), over a wide range: normal draws scaled by
+    2^-9 .. 2^8 per value (signs mixed), so each 128-group's amax, and so its scale, differs."""
+    draw = torch.randn(m, k, generator=generator, device=device)
+    spread = torch.pow(2.0, torch.randint(-9, 9, (m, k), generator=generator, device=device).float())
+    return (draw * spread).to(torch.bfloat16)
+
+
+QUANTIZE_BIT = 4 * 2048  # kQuantize's bit in a variant code: `act` is bf16 x, quantized in the kernel
+
+
 def reference(q, xs, w, ws):
     """SPEC §3.4 in float64: sum over 128-K blocks of xs[m, kb] ws[n / 128, kb] (q . w over the block)."""
     m, k = q.shape
@@ -182,14 +197,20 @@ def run(args) -> dict:
             out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
             w0, ws0, _ = weights[0]
             ref = reference(q, xs, w0, ws0)
+            x = bf16_activations(m, k, generator, device)
+            from sglang_fp8ext import reference as spec  # SPEC §3.1's quantization, written independently of the kernels
+            qx, xsx = spec.per1x128_quant(x)
+            ref_x = reference(qx, xsx, w0, ws0)
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             for code, name, checked in (v for v in VARIANTS if args.variants is None or v[0] in args.variants):
+                quantize = bool(code & QUANTIZE_BIT)
+                a, want = (x, ref_x) if quantize else (act, ref)
                 out.fill_(float("nan"))
-                probe.launch(w0, ws0, act, xs, out, n, k, m, code)
+                probe.launch(w0, ws0, a, xs, out, n, k, m, code)
                 sc.wait_or_die(f"{name} N={n} K={k} M={m}")
-                error = max(row_errors(out, ref)) if checked else None
+                error = max(row_errors(out, want)) if checked else None
                 ok = error <= TOLERANCE if checked else None
-                us = time_in_graph([lambda w=w, s=s, c=code: probe.launch(w, s, act, xs, out, n, k, m, c)
+                us = time_in_graph([lambda w=w, s=s, c=code, a=a: probe.launch(w, s, a, xs, out, n, k, m, c)
                                     for w, s, _ in weights], args.replays)
                 row = {"N": n, "K": k, "M": m, "variant": name, "code": code, "us": us, "floor_us": floor_us,
                        "floor_over_us": floor_us / us, "max_row_error": error, "check_ok": ok, "copies": copies,
