@@ -701,7 +701,8 @@ def test_regmma_probe_quantize_passes_cover_each_group_once_in_the_staged_layout
     (the warp's block pair / m, token pair % m) while pair < m K_BLOCKS; lane t of the quad quantizes the 32
     values at 32 t of the 128-group and stores them at chunk 2 kb + t / 2, byte 32 (t % 2) of the token's 64 in
     the [k/64][m][64] layout: over the passes every (token, K) value of the warp's slice lands once, at the byte
-    the e4m3 input would have had (chunk k / 64, byte k % 64), and every group's scale once."""
+    the e4m3 input would have had (chunk k / 64, byte k % 64), and every group's scale once; the same for
+    kQuantFast's 8 lanes a pair."""
     for k_blocks in (2, 4):
         for m in (1, 3, 8, 16):
             passes = (m * k_blocks + 7) // 8
@@ -725,3 +726,20 @@ def test_regmma_probe_quantize_passes_cover_each_group_once_in_the_staged_layout
                         for tok in range(m) for kk in range(k0_block * 128, (k0_block + k_blocks) * 128)}
                 assert written == want, (k_blocks, m)
                 assert sorted(scales) == sorted((tok, k0_block + b) for tok in range(m) for b in range(k_blocks))
+                # kQuantFast: 4 pairs a pass, lane run r = lane / 8 pair 4 p + r, lane l8 the 16 values at 16 l8,
+                # stored at chunk 2 kb + l8 / 4, byte 16 (l8 % 4)
+                fast, fast_scales = {}, []
+                for p in range((m * k_blocks + 3) // 4):
+                    for r in range(4):
+                        pair = 4 * p + r
+                        if pair >= m * k_blocks:
+                            continue
+                        bl, tok = divmod(pair, m)
+                        kb = k0_block + bl
+                        fast_scales.append((tok, kb))
+                        for l8 in range(8):
+                            for j in range(16):
+                                address = ((2 * kb + l8 // 4) * m + tok) * 64 + 16 * (l8 % 4) + j
+                                assert address not in fast
+                                fast[address] = (tok, kb * 128 + 16 * l8 + j)
+                assert fast == want and sorted(fast_scales) == sorted(scales), (k_blocks, m)

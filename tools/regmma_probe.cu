@@ -114,6 +114,8 @@ enum Opt : int {
                        // SPEC §3.1 (fp32 scales) into the shared-memory layout the e4m3 input had, scales beside it;
                        // pairs (token, block) of the warp's slice go to its 8 lane quads (lane t: 32 values), in
                        // passes of 8 pairs, all after the wait and before the first block's MMAs
+  kQuantFast = 4096,   // with kQuantize: 8 lanes a pair (16 values a lane, 4 pairs a pass: every lane busy at 1 token)
+                       // and the next pass's bf16 loads issued before this pass's math (one L2 latency, not one a pass)
   kSmemCap = 512,      // unused dynamic shared memory up to the SM's share of the kernel's CTAs an SM (3 / 5), as
                        // bare_rows_kernel has (session 37, call 2: the same addresses read at 0.86 there and 0.72 in
                        // the 8-row kernel: is it the L1 / shared split, or the CTAs an SM?)
@@ -233,7 +235,50 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
       if (t == 0) xs_smem[tok * kblocks + kb] = qp.scale;
     }
   };
-  if (QUANT) {  // every pass before the first block (run inside the block loop, they kept it from unrolling)
+  // kQuantFast: pass p's lane run r = lane / 8 takes pair 4 p + r, lane l8 = lane % 8 of it the 16 values at
+  // 16 l8: e4m3 at chunk 2 kb + l8 / 4, byte 16 (l8 % 4) of the token's 64; the next pass's loads go first.
+  const int l8 = lane & 7;
+  auto fast_pair = [&](int pass, int& kb, int& tok) {
+    const int pair = 4 * pass + (lane >> 3);
+    const bool live = pair < m * K_BLOCKS;
+    kb = ROTATE ? block_of(live ? pair / m : 0) : k0 / 128 + (live ? pair / m : 0);
+    tok = live ? pair % m : 0;
+    return live;
+  };
+  auto fast_load = [&](int pass, uint4 (&raw)[2]) {
+    int kb, tok;
+    const bool live = fast_pair(pass, kb, tok);
+    const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 16 * l8) * 2);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  auto fast_quantize = [&](int pass, const uint4 (&raw)[2]) {
+    int kb, tok;
+    const bool live = fast_pair(pass, kb, tok);
+    const GroupQuantParams qp = group_params_over_lanes<8>(raw_magnitude_key<false, 2>(raw), false, 0xffffffffu);
+    float v[8];
+    unpack_8(raw[0], false, v);
+    const uint2 lo = e4m3x8_of(v, qp.inverse_scale);
+    unpack_8(raw[1], false, v);
+    const uint2 hi = e4m3x8_of(v, qp.inverse_scale);
+    if (live) {
+      *reinterpret_cast<uint4*>(smem + ((size_t)(2 * kb + (l8 >> 2)) * m + tok) * 64 + 16 * (l8 & 3)) =
+          make_uint4(lo.x, lo.y, hi.x, hi.y);
+      if (l8 == 0) xs_smem[tok * kblocks + kb] = qp.scale;
+    }
+  };
+  if (QUANT && (OPTS & kQuantFast)) {
+    const int passes = (m * K_BLOCKS + 3) / 4;
+    uint4 cur[2];
+    fast_load(0, cur);
+    for (int pass = 0; pass < passes; ++pass) {
+      uint4 next[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
+      if (pass + 1 < passes) fast_load(pass + 1, next);
+      fast_quantize(pass, cur);
+      cur[0] = next[0];
+      cur[1] = next[1];
+    }
+  } else if (QUANT) {  // every pass before the first block (run inside the block loop, they kept it from unrolling)
     for (int pass = 0; pass < (m * K_BLOCKS + 7) / 8; ++pass) quantize_pass(pass);
   } else if (ROTATE) {  // the activations of this warp's (rotated) blocks: 2 m 4 16-byte units a block, as [k/64][m][64]
     const int per_block = 2 * m * 4;
@@ -766,6 +811,10 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 8195: return dispatch_k<kLoadsOnly, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 8200: return dispatch_k<kFull, kQuantize | kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 8704: return dispatch_k<kFull, kQuantize | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    // + 4 * kQuantFast (16384): kQuantize with 8 lanes a pair and the next pass's loads first (24576, loads only 24579)
+    case 24576: return dispatch_k<kFull, kQuantize | kQuantFast>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 24579: return dispatch_k<kLoadsOnly, kQuantize | kQuantFast>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                    ctas);
     case 4096: return dispatch_k<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4099: return dispatch_k<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4128: return dispatch_swapped<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
