@@ -743,3 +743,21 @@ def test_regmma_probe_quantize_passes_cover_each_group_once_in_the_staged_layout
                                 assert address not in fast
                                 fast[address] = (tok, kb * 128 + 16 * l8 + j)
                 assert fast == want and sorted(fast_scales) == sorted(scales), (k_blocks, m)
+
+
+def test_regmma_probe_cluster_quantization_covers_each_group_once():
+    """kQuantCluster in tools/regmma_probe.cu (session 37): in a cluster of 8 CTAs, CTA rank r's quad
+    q = 8 warp + g quantizes the pair (token q % m, block r bpr + q / m) while q < m bpr (bpr = k / 1024 blocks
+    a rank) and stores it into all 8 CTAs: over the ranks every (token, K block) group once, for every m the
+    probe runs (1-16), so one pass a CTA suffices (m bpr <= 64 quads)."""
+    for k in (2048, 4096):
+        kblocks = k // 128
+        bpr = kblocks // 8
+        for m in range(1, 17):
+            assert m * bpr <= 64
+            groups = []
+            for rank in range(8):
+                for quad in range(64):
+                    if quad < m * bpr:
+                        groups.append((quad % m, rank * bpr + quad // m))
+            assert sorted(groups) == sorted((tok, kb) for tok in range(m) for kb in range(kblocks)), (k, m)

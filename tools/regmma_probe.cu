@@ -116,10 +116,26 @@ enum Opt : int {
                        // passes of 8 pairs, all after the wait and before the first block's MMAs
   kQuantFast = 4096,   // with kQuantize: 8 lanes a pair (16 values a lane, 4 pairs a pass: every lane busy at 1 token)
                        // and the next pass's bf16 loads issued before this pass's math (one L2 latency, not one a pass)
+  kQuantCluster = 8192,  // with kQuantize: clusters of 8 CTAs share the quantization: CTA rank r quantizes K blocks
+                         // [r, r + 1) k / 1024 for every token, one pair (token, block) a lane quad, and stores them
+                         // into all 8 CTAs' shared memory (st.shared::cluster), then a cluster barrier: each CTA
+                         // quantizes an eighth of the activations, not all of them
   kSmemCap = 512,      // unused dynamic shared memory up to the SM's share of the kernel's CTAs an SM (3 / 5), as
                        // bare_rows_kernel has (session 37, call 2: the same addresses read at 0.86 there and 0.72 in
                        // the 8-row kernel: is it the L1 / shared split, or the CTAs an SM?)
 };
+
+constexpr int kQuantClusterSize = 8;
+
+// 16 bytes / 4 bytes into the shared memory of a CTA of the cluster (a shared::cluster address from mapa).
+__device__ __forceinline__ void store_to_cluster(uint32_t address, uint4 v) {
+  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(address), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void store_to_cluster(uint32_t address, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
+}
 
 // The wait for the previous grid, with the weight loads issued at entry kept above it (session 37). ptxas
 // (CUDA 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so they wait
@@ -171,6 +187,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
   constexpr bool TRANSPOSE = (OPTS & kTranspose) != 0;
   constexpr bool ROTATE = (OPTS & kRotateK) != 0;
   constexpr bool QUANT = (OPTS & kQuantize) != 0;
+  constexpr bool QCLUSTER = (OPTS & kQuantCluster) != 0;
+  static_assert(!QCLUSTER || (QUANT && !ROTATE && !(OPTS & kQuantFast)), "kQuantCluster is kQuantize's alternative");
   static_assert(!QUANT || !(ACT16 || NO_ACT || CONTIG || ROWS4), "kQuantize writes e4m3 in the fragment layout");
   static_assert(!TRANSPOSE || ROWS4, "the transpose takes the 4 x 128 pattern");
   static_assert(!ROTATE || !(CONTIG || ROWS4 || ACT16), "the rotation is the fragment pattern's, e4m3 activations");
@@ -178,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
                 "the other load patterns are loads-only diagnostics unless transposed");
   constexpr int kActBytes = ACT16 ? 2 : 1;
   allow_next_grid_launch();
+  if (QCLUSTER) cluster_arrive_relaxed();  // peers may store into this CTA's shared memory once every CTA has arrived
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int row0 = blockIdx.x * 16;
   const int k0 = warp * K_BLOCKS * 128;
@@ -267,7 +286,38 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
       if (l8 == 0) xs_smem[tok * kblocks + kb] = qp.scale;
     }
   };
-  if (QUANT && (OPTS & kQuantFast)) {
+  if (QCLUSTER) {
+    // this CTA's eighth: K blocks [rank bpr, (rank + 1) bpr); quad q = 8 warp + g the pair (token q % m, block q / m)
+    const int rank = int(blockIdx.x % kQuantClusterSize), bpr = kblocks / kQuantClusterSize;
+    const int quad = warp * 8 + g;
+    const bool live = quad < m * bpr;
+    const int kb = rank * bpr + (live ? quad / m : 0), tok = live ? quad % m : 0;
+    uint4 raw[4];
+    const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
+    const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
+    uint2 bytes[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float v[8];
+      unpack_8(raw[i], false, v);
+      bytes[i] = e4m3x8_of(v, qp.inverse_scale);
+    }
+    const uint32_t dst = shared_address(smem + ((size_t)(2 * kb + (t >> 1)) * m + tok) * 64 + 32 * (t & 1));
+    const uint32_t scale_dst = shared_address(xs_smem + tok * kblocks + kb);
+    cluster_wait();  // every CTA of the cluster has started
+    if (live) {
+#pragma unroll
+      for (int r = 0; r < kQuantClusterSize; ++r) {
+        store_to_cluster(cluster_address(dst, r), make_uint4(bytes[0].x, bytes[0].y, bytes[1].x, bytes[1].y));
+        store_to_cluster(cluster_address(dst + 16, r), make_uint4(bytes[2].x, bytes[2].y, bytes[3].x, bytes[3].y));
+        if (t == 0) store_to_cluster(cluster_address(scale_dst, r), qp.scale);
+      }
+    }
+    cluster_arrive_release();
+    cluster_wait();  // every CTA's eighth has landed here
+  } else if (QUANT && (OPTS & kQuantFast)) {
     const int passes = (m * K_BLOCKS + 3) / 4;
     uint4 cur[2];
     fast_load(0, cur);
@@ -445,7 +495,7 @@ size_t smem_bytes(int m, int k, int nt, bool act16, bool transpose = false, bool
 template <typename Kernel>
 int launch_or_describe(Kernel kernel, unsigned grid, unsigned threads, size_t smem, int pdl, cudaStream_t stream,
                        int* regs, int* spill_bytes, int* ctas_per_sm, const void* w, const void* ws, const void* act,
-                       const void* xs, void* out, int n, int k, int m) {
+                       const void* xs, void* out, int n, int k, int m, int cluster = 1) {
   if (smem > 0)
     if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
         e != cudaSuccess)
@@ -457,16 +507,20 @@ int launch_or_describe(Kernel kernel, unsigned grid, unsigned threads, size_t sm
     *spill_bytes = int(a.localSizeBytes);
     return int(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, kernel, int(threads), smem));
   }
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(cluster);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid, 1, 1);
   config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attr;
-  config.numAttrs = pdl ? 1 : 0;
+  config.attrs = cluster > 1 ? attrs : attrs + 1;
+  config.numAttrs = (cluster > 1 ? 1 : 0) + (pdl ? 1 : 0);
   return int(cudaLaunchKernelEx(&config, kernel, static_cast<const uint8_t*>(w), static_cast<const float*>(ws),
                                 static_cast<const uint8_t*>(act), static_cast<const float*>(xs),
                                 static_cast<__nv_bfloat16*>(out), n, k, m));
@@ -479,7 +533,8 @@ int launch(const void* w, const void* ws, const void* act, const void* xs, void*
   const size_t capped = capped_smem(min_ctas_16row(OPTS), 0);
   return launch_or_describe(regmma_kernel<NT, K_BLOCKS, DIAG, OPTS>, unsigned(n / 16), kThreads,
                             (OPTS & kSmemCap) && capped > smem ? capped : smem, pdl, stream, regs, spill_bytes,
-                            ctas_per_sm, w, ws, act, xs, out, n, k, m);
+                            ctas_per_sm, w, ws, act, xs, out, n, k, m,
+                            (OPTS & kQuantCluster) ? kQuantClusterSize : 1);
 }
 
 // ---- the swapped orientation: 8-row CTAs (session 35, second probe) ---------------------------------
@@ -815,6 +870,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     case 24576: return dispatch_k<kFull, kQuantize | kQuantFast>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 24579: return dispatch_k<kLoadsOnly, kQuantize | kQuantFast>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                     ctas);
+    // + 4 * kQuantCluster (32768): kQuantize shared by clusters of 8 CTAs (40960, loads only 40963)
+    case 40960: return dispatch_k<kFull, kQuantize | kQuantCluster>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
+                                                                    ctas);
+    case 40963: return dispatch_k<kLoadsOnly, kQuantize | kQuantCluster>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
+                                                                         spill, ctas);
     case 4096: return dispatch_k<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4099: return dispatch_k<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4128: return dispatch_swapped<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
