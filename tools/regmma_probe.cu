@@ -861,8 +861,11 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
     // + 4 * kPlainWait (4096): the plain wait, above the loads (every instance's before session 37): the 16-row GEMM
     // and its loads (4096, 4099), the 8-row ones (4128, 4131)
     // + 4 * kQuantize (8192): the 16-row GEMM quantizing its bf16 activations (8192), its loads with the
-    // quantization (8195), with three blocks at entry (8200), and K blocks rotated (8704)
+    // quantization (8195), without the weight decode (8193) or the MMAs (8194), with three blocks at entry (8200),
+    // and K blocks rotated (8704)
     case 8192: return dispatch_k<kFull, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8193: return dispatch_k<kNoDecode, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
+    case 8194: return dispatch_k<kNoMma, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 8195: return dispatch_k<kLoadsOnly, kQuantize>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 8200: return dispatch_k<kFull, kQuantize | kAllAtEntry>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 8704: return dispatch_k<kFull, kQuantize | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);

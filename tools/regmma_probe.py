@@ -92,6 +92,8 @@ VARIANTS = [
     (422, "bare 8-row reads, 128 threads, strips, rotated in rows by 128 B a CTA, no 5-an-SM cap", False),
     (8192, "regmma probe quantizing bf16 activations", True),
     (8195, "diag: loads only, quantizing bf16 activations", False),
+    (8193, "diag: no decode, quantizing bf16 activations (not yet run on a GPU)", False),
+    (8194, "diag: no mma, quantizing bf16 activations (not yet run on a GPU)", False),
     (8200, "regmma probe quantizing, three blocks at entry", True),
     (8704, "regmma probe quantizing, K blocks rotated by CTA", True),
     (24576, "regmma probe quantizing, 8 lanes a group, loads a pass ahead", True),
