@@ -137,6 +137,28 @@ __device__ __forceinline__ void store_to_cluster(uint32_t address, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(address), "f"(v) : "memory");
 }
 
+// kQuantize: lane t of a quad quantizes the 32 bf16 values at 32 t of token tok's 128-group kb of x [m][k] (SPEC
+// §3.1, fp32 scale: the library's code), the quad's 4 lanes together the group; every lane of the warp takes
+// part in the shuffles (a lane that is not `live` brings zeros). Its 32 e4m3 bytes in K order into `bytes`.
+__device__ __forceinline__ GroupQuantParams quantize_32_of_group(const uint8_t* act, int k, int tok, int kb, int t,
+                                                                 bool live, uint4 (&bytes)[2]) {
+  uint4 raw[4];
+  const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
+  const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
+  uint2 q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v[8];
+    unpack_8(raw[i], false, v);
+    q[i] = e4m3x8_of(v, qp.inverse_scale);
+  }
+  bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+  bytes[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  return qp;
+}
+
 // The wait for the previous grid, with the weight loads issued at entry kept above it (session 37). ptxas
 // (CUDA 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so they wait
 // for the previous launch to end: every instance before session 37 did (kPlainWait keeps that). A use of
@@ -235,22 +257,12 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
     const bool live = pair < m * K_BLOCKS;
     const int bl = live ? pair / m : 0, tok = live ? pair % m : 0;
     const int kb = ROTATE ? block_of(bl) : k0 / 128 + bl;
-    uint4 raw[4];
-    const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
-    const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
-    uint2 bytes[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v[8];
-      unpack_8(raw[i], false, v);
-      bytes[i] = e4m3x8_of(v, qp.inverse_scale);
-    }
+    uint4 bytes[2];
+    const GroupQuantParams qp = quantize_32_of_group(act, k, tok, kb, t, live, bytes);
     if (live) {
       uint8_t* dst = smem + ((size_t)(2 * kb + (t >> 1)) * m + tok) * 64 + 32 * (t & 1);
-      *reinterpret_cast<uint4*>(dst) = make_uint4(bytes[0].x, bytes[0].y, bytes[1].x, bytes[1].y);
-      *reinterpret_cast<uint4*>(dst + 16) = make_uint4(bytes[2].x, bytes[2].y, bytes[3].x, bytes[3].y);
+      *reinterpret_cast<uint4*>(dst) = bytes[0];
+      *reinterpret_cast<uint4*>(dst + 16) = bytes[1];
       if (t == 0) xs_smem[tok * kblocks + kb] = qp.scale;
     }
   };
@@ -292,26 +304,16 @@ __global__ void __launch_bounds__(kThreads, min_ctas_16row(OPTS))
     const int quad = warp * 8 + g;
     const bool live = quad < m * bpr;
     const int kb = rank * bpr + (live ? quad / m : 0), tok = live ? quad % m : 0;
-    uint4 raw[4];
-    const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
-    const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
-    uint2 bytes[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float v[8];
-      unpack_8(raw[i], false, v);
-      bytes[i] = e4m3x8_of(v, qp.inverse_scale);
-    }
+    uint4 bytes[2];
+    const GroupQuantParams qp = quantize_32_of_group(act, k, tok, kb, t, live, bytes);
     const uint32_t dst = shared_address(smem + ((size_t)(2 * kb + (t >> 1)) * m + tok) * 64 + 32 * (t & 1));
     const uint32_t scale_dst = shared_address(xs_smem + tok * kblocks + kb);
     cluster_wait();  // every CTA of the cluster has started
     if (live) {
 #pragma unroll
       for (int r = 0; r < kQuantClusterSize; ++r) {
-        store_to_cluster(cluster_address(dst, r), make_uint4(bytes[0].x, bytes[0].y, bytes[1].x, bytes[1].y));
-        store_to_cluster(cluster_address(dst + 16, r), make_uint4(bytes[2].x, bytes[2].y, bytes[3].x, bytes[3].y));
+        store_to_cluster(cluster_address(dst, r), bytes[0]);
+        store_to_cluster(cluster_address(dst + 16, r), bytes[1]);
         if (t == 0) store_to_cluster(cluster_address(scale_dst, r), qp.scale);
       }
     }
