@@ -703,45 +703,37 @@ def test_regmma_probe_quantize_passes_cover_each_group_once_in_the_staged_layout
     the [k/64][m][64] layout: over the passes every (token, K) value of the warp's slice lands once, at the byte
     the e4m3 input would have had (chunk k / 64, byte k % 64), and every group's scale once; the same for
     kQuantFast's 8 lanes a pair."""
+    def staged(lanes, k_blocks, m, k0_block):
+        """kQuantize (lanes = 4) or kQuantFast (8): pass p's lane run r takes pair 32 p / lanes + r; lane i of
+        it quantizes the 128 / lanes values at 128 i / lanes and stores them at chunk 2 kb + (that offset) / 64,
+        byte (that offset) % 64 (the kernel's 2 kb + t / 2, 32 (t % 2) and 2 kb + l8 / 4, 16 (l8 % 4))."""
+        per_lane, per_pass = 128 // lanes, 32 // lanes
+        written, scales = {}, []
+        for p in range((m * k_blocks + per_pass - 1) // per_pass):
+            for r in range(per_pass):
+                pair = per_pass * p + r
+                if pair >= m * k_blocks:
+                    continue
+                bl, tok = divmod(pair, m)
+                kb = k0_block + bl
+                scales.append((tok, kb))
+                for i in range(lanes):
+                    offset = per_lane * i
+                    for j in range(per_lane):
+                        address = ((2 * kb + offset // 64) * m + tok) * 64 + offset % 64 + j
+                        assert address not in written
+                        written[address] = (tok, kb * 128 + offset + j)  # the value lane i quantized
+        return written, scales
+
     for k_blocks in (2, 4):
         for m in (1, 3, 8, 16):
-            passes = (m * k_blocks + 7) // 8
             for k0_block in (0, 5 * k_blocks):  # warp 0 and warp 5's slices
-                written, scales = {}, []
-                for p in range(passes):
-                    for g in range(8):
-                        pair = 8 * p + g
-                        if pair >= m * k_blocks:
-                            continue
-                        bl, tok = divmod(pair, m)
-                        kb = k0_block + bl
-                        scales.append((tok, kb))
-                        for t in range(4):
-                            for j in range(32):
-                                kk = kb * 128 + 32 * t + j  # the value lane t quantized
-                                address = ((2 * kb + t // 2) * m + tok) * 64 + 32 * (t % 2) + j
-                                assert address not in written
-                                written[address] = (tok, kk)
+                written, scales = staged(4, k_blocks, m, k0_block)
                 want = {((kk // 64) * m + tok) * 64 + kk % 64: (tok, kk)
                         for tok in range(m) for kk in range(k0_block * 128, (k0_block + k_blocks) * 128)}
                 assert written == want, (k_blocks, m)
                 assert sorted(scales) == sorted((tok, k0_block + b) for tok in range(m) for b in range(k_blocks))
-                # kQuantFast: 4 pairs a pass, lane run r = lane / 8 pair 4 p + r, lane l8 the 16 values at 16 l8,
-                # stored at chunk 2 kb + l8 / 4, byte 16 (l8 % 4)
-                fast, fast_scales = {}, []
-                for p in range((m * k_blocks + 3) // 4):
-                    for r in range(4):
-                        pair = 4 * p + r
-                        if pair >= m * k_blocks:
-                            continue
-                        bl, tok = divmod(pair, m)
-                        kb = k0_block + bl
-                        fast_scales.append((tok, kb))
-                        for l8 in range(8):
-                            for j in range(16):
-                                address = ((2 * kb + l8 // 4) * m + tok) * 64 + 16 * (l8 % 4) + j
-                                assert address not in fast
-                                fast[address] = (tok, kb * 128 + 16 * l8 + j)
+                fast, fast_scales = staged(8, k_blocks, m, k0_block)
                 assert fast == want and sorted(fast_scales) == sorted(scales), (k_blocks, m)
 
 

@@ -718,7 +718,7 @@ int launch_bare(const void* w, const void* ws, const void* act, const void* xs, 
   // 43.5 KB of unused dynamic shared memory: exactly 5 CTAs an SM, as the 8-row GEMM's registers allow (fewer
   // registers would let the next launch's CTAs in beside them, which changes the stream: stream_ceiling
   // --ldg-residency)
-  constexpr size_t kFiveAnSm = 44544;  // = tools/stream_ceiling.py's cap_smem(5)
+  constexpr size_t kFiveAnSm = capped_smem(5, 0);  // 44544 B, = tools/stream_ceiling.py's cap_smem(5)
   auto go = [&](auto kernel) {
     return launch_or_describe(kernel, unsigned(n / 8), THREADS, CAP ? kFiveAnSm : 0, pdl, stream, regs, spill_bytes,
                               ctas_per_sm,
@@ -860,8 +860,6 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                         spill, ctas);
     case 2596: return dispatch_swapped<kBare, kSmemCap | kRotateK>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill,
                                                                    ctas);
-    // + 4 * kPlainWait (4096): the plain wait, above the loads (every instance's before session 37): the 16-row GEMM
-    // and its loads (4096, 4099), the 8-row ones (4128, 4131)
     // + 4 * kQuantize (8192): the 16-row GEMM quantizing its bf16 activations (8192), its loads with the
     // quantization (8195), without the weight decode (8193) or the MMAs (8194), with three blocks at entry (8200),
     // and K blocks rotated (8704)
@@ -880,6 +878,8 @@ int dispatch(const void* w, const void* ws, const void* act, const void* xs, voi
                                                                     ctas);
     case 40963: return dispatch_k<kLoadsOnly, kQuantize | kQuantCluster>(w, ws, act, xs, out, n, k, m, pdl, s, regs,
                                                                          spill, ctas);
+    // + 4 * kPlainWait (4096): the plain wait, above the loads (every instance's before session 37): the 16-row GEMM
+    // and its loads (4096, 4099), the 8-row ones (4128, 4131)
     case 4096: return dispatch_k<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4099: return dispatch_k<kLoadsOnly, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);
     case 4128: return dispatch_swapped<kFull, kPlainWait>(w, ws, act, xs, out, n, k, m, pdl, s, regs, spill, ctas);

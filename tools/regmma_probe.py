@@ -184,6 +184,7 @@ def row_errors(out, ref):
 
 def run(args) -> dict:
     from sglang_fp8ext.bench import QWEN_TP4_SHAPES, git_commit, make_weight, measure_copy_bandwidth, op_bytes, time_in_graph
+    from sglang_fp8ext import reference as spec  # SPEC §3.1's quantization, written independently of the kernels
 
     device = torch.device("cuda")
     props = torch.cuda.get_device_properties(0)
@@ -204,7 +205,6 @@ def run(args) -> dict:
             w0, ws0, _ = weights[0]
             ref = reference(q, xs, w0, ws0)
             x = bf16_activations(m, k, generator, device)
-            from sglang_fp8ext import reference as spec  # SPEC §3.1's quantization, written independently of the kernels
             qx, xsx = spec.per1x128_quant(x)
             ref_x = reference(qx, xsx, w0, ws0)
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
