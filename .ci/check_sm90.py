@@ -13,6 +13,9 @@ Compiles kernels/cuda/sm90_kernels.cu alone with nvcc and exactly the wheel's fl
   * a GEMM instance issues no weight copy or load before its griddepcontrol.wait (ACQBULK): ptxas may
     schedule the wait above loads written before it (session 37), and then nothing streams while the
     previous launch finishes;
+  * a register-fed kernel instance (sm90_register_fed_gemm.cuh; 16 quantizing, 8 pre-quantized) lacks HMMA or the e4m3 decode (or,
+    quantizing, F2FP.SATFINITE.E4M3), or issues fewer than 4 weight loads a block before its wait for
+    its min(K blocks a warp, 2) blocks loaded at entry;
   * an instance of tools/regmma_probe.cu (the register-fed probe) issues fewer than 8 weight loads before
     its wait, except the kPlainWait ones kept to show the hoisted wait.
 cuobjdump/nvdisasm come from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) when absent.
@@ -88,12 +91,28 @@ def main():
     if not functions:
         log("FAIL: no SASS functions found")
         return 1
-    counts = {"gemm": 0, "ring": 0, "wgmma": 0, "quant": 0}
+    counts = {"gemm": 0, "ring": 0, "wgmma": 0, "quant": 0, "register_fed": 0}
     for body in functions:
         name = body.split("\n", 1)[0].strip()
         ops = re.findall(r"/\*[0-9a-f]{4,8}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9]+(?:\.[A-Z0-9_]+)*)", body)
         has = lambda prefix: any(op.startswith(prefix) for op in ops)  # noqa: E731
-        if "block_scaled_gemm" in name or "ring_gemm" in name:
+        if "register_fed_gemm" in name:
+            counts["register_fed"] += 1
+            params = re.search(r"register_fed_gemm_sm90ILi(\d+)ELi(\d+)ELb([01])E", name)
+            if not params:
+                failures.append(f"{name}: unexpected template arguments")
+                continue
+            kb, prequant = int(params.group(2)), params.group(3) == "1"
+            need = ["HMMA", "F2FP.F16.E4M3.UNPACK"] + ([] if prequant else ["F2FP.SATFINITE.E4M3"])
+            missing = [n for n in need if not has(n)]
+            early = loads_before_wait(body, r"LDG\.E\.NA")
+            if early < 4 * min(kb, 2):
+                missing.append(f"{4 * min(kb, 2)} weight loads before ACQBULK (found {early})")
+            log(f"{name[:60]:60s} {len(ops):5d} instr, HMMA {sum(o.startswith('HMMA') for o in ops)}, "
+                f"{early} loads before the wait" + (f"  MISSING {missing}" if missing else ""))
+            if missing:
+                failures.append(f"{name}: no {missing}")
+        elif "block_scaled_gemm" in name or "ring_gemm" in name:
             wgmma = "wgmma_ring_gemm" in name
             ring = "ring_gemm" in name and not wgmma
             counts["wgmma" if wgmma else "ring" if ring else "gemm"] += 1
@@ -122,9 +141,10 @@ def main():
             if not has("F2FP.SATFINITE.E4M3"):
                 failures.append(f"{name}: no F2FP.SATFINITE.E4M3")
             log(f"{name[:60]:60s} {len(ops):5d} instr")
-    if counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 17 or counts["quant"] != 2:
-        failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 17 wgmma-ring ones and 2 quant "
-                        f"kernels, found {counts}")
+    if (counts["gemm"] != 8 or counts["ring"] != 4 or counts["wgmma"] != 17 or counts["quant"] != 2
+            or counts["register_fed"] != 24):
+        failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 17 wgmma-ring ones, 24 "
+                        f"register-fed ones and 2 quant kernels, found {counts}")
     failures += check_regmma_probe(nvcc, cuobjdump, env)
     for f in failures:
         log("FAIL: " + f)

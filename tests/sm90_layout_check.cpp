@@ -872,6 +872,76 @@ static void check_partial_token_slots() {
   }
 }
 
+// The register-fed kernel (sm90_register_fed_gemm.cuh): its weight pieces are the register
+// kernel's (check_weight_units, check_k_permutation<false>); here its e4m3 activations, scales and
+// partials in shared memory, and its plan rule.
+static void check_register_fed() {
+  const long long smem_max = 232448;
+  for (int M = 1; M <= 16; ++M)
+    for (long long K : {1024LL, 2048LL, 7168LL, 8192LL}) {
+      const int tiles = token_tiles_for(M);
+      std::set<long long> seen;
+      // a warp's lane q of token g, chunk c reads the 16 bytes at unit_k_of(lane, c) of its block
+      for (long long chunk = 0; chunk < K / 64; ++chunk)
+        for (int token = 0; token < M; ++token)
+          for (int q = 0; q < 4; ++q) {
+            const long long o = register_fed_act_offset(chunk, token, M) + unit_k_of(q, int(chunk % 2)) - 64 * (chunk % 2);
+            CHECK(o % 16 == 0 && o >= 0 && o + 16 <= register_fed_xs_offset(M, K), "act piece bounds M=%d K=%lld", M, K);
+            CHECK(seen.insert(o).second, "act piece twice M=%d K=%lld chunk=%lld token=%d", M, K, chunk, token);
+            // lane q of the quantizing quad stores K bytes [32 q, 32 q + 32) of block kb = chunk / 2 at 32 (q % 2) of
+            // chunk 2 kb + q / 2 (sm90_register_fed_gemm.cuh): where the readers above find byte k of the block
+            if (chunk % 2 == 0)
+              for (int j = 0; j < 32; ++j) {
+                const long long k = 32 * q + j, kb = chunk / 2;
+                CHECK(register_fed_act_offset(2 * kb + q / 2, token, M) + 32 * (q % 2) + j ==
+                          register_fed_act_offset(2 * kb + k / 64, token, M) + k % 64,
+                      "quad store M=%d q=%d j=%d", M, q, j);
+              }
+          }
+      CHECK((long long)seen.size() * 16 == M * K, "act covered M=%d K=%lld: %zu", M, K, seen.size());
+      CHECK(register_fed_red_offset(M, K) >= register_fed_xs_offset(M, K) + M * (K / 128) * 4 &&
+                register_fed_red_offset(M, K) % 16 == 0,
+            "scales before partials M=%d K=%lld", M, K);
+      std::set<int> red;
+      for (int w = 0; w < kRegisterFedWarps; ++w)
+        for (int token = 0; token < 8 * tiles; ++token)
+          for (int row = 0; row < 16; ++row) {
+            const int i = register_fed_red_index(w, token, row, tiles);
+            CHECK(red.insert(i).second && register_fed_red_offset(M, K) + 4LL * (i + 1) <= register_fed_smem_bytes(M, K, tiles),
+                  "partial slot M=%d w=%d token=%d row=%d", M, w, token, row);
+          }
+      const GemmPlan plan = plan_register_fed_gemm(5120, K, M, smem_max);
+      CHECK(plan.register_fed && plan.cost >= 0 && plan.row_groups == 320 && plan.k_split == 1 &&
+                plan.smem_bytes == register_fed_smem_bytes(M, K, tiles),
+            "plan M=%d K=%lld", M, K);
+    }
+  // where it applies: K a multiple of 1024 up to 8192, 1-16 tokens, N a multiple of 16
+  CHECK(plan_register_fed_gemm(4096, 1536, 1, smem_max).cost < 0, "K 1536");
+  CHECK(plan_register_fed_gemm(4096, 9216, 1, smem_max).cost < 0, "K 9216");
+  CHECK(plan_register_fed_gemm(4096, 4096, 17, smem_max).cost < 0, "17 tokens");
+  CHECK(plan_register_fed_gemm(4104, 4096, 1, smem_max).cost < 0, "N 4104");
+  CHECK(plan_register_fed_gemm(2112, 7168, 2, smem_max).row_groups == 132, "2112x7168");
+  // the default: up to 2 tokens, a config of zeros and flags that name no other kernel
+  GemmConfig zero;
+  CHECK(register_fed_wanted(zero, 1) && register_fed_wanted(zero, 2) && !register_fed_wanted(zero, 3), "default M");
+  for (int flags : {8, 64, 2048, 4096, 8192, 16384}) {
+    GemmConfig c;
+    c.flags = flags;
+    CHECK(register_fed_wanted(c, 1), "neutral flag %d", flags);
+  }
+  for (int flags : {1, 2, 4, 16, 32, 128, 256, 512, 1024, kNoRegisterFedFlag, kNoRegisterFedFlag | kRegisterFedFlag}) {
+    GemmConfig c;
+    c.flags = flags;
+    CHECK(!register_fed_wanted(c, 1), "flag %d keeps the default out", flags);
+  }
+  GemmConfig split;
+  split.k_split = 1;
+  CHECK(!register_fed_wanted(split, 1), "a k_split names the other kernels");
+  GemmConfig forced;
+  forced.flags = kRegisterFedFlag;
+  CHECK(register_fed_wanted(forced, 16) && register_fed_wanted(forced, 40), "forced");
+}
+
 int main() {
   check_weight_units();
   check_k_permutation<false>();
@@ -889,6 +959,7 @@ int main() {
   check_small_quotient();
   check_exchange_split();
   check_partial_token_slots();
+  check_register_fed();
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -12,7 +12,8 @@ import torch
 
 import sglang_fp8ext as fx
 import spec_model as sm
-from conftest import ACT, FP8, act_bits, assert_gemm_contract, dense, from_act_bits, rand_act, rand_weight, rand_wscale
+from conftest import (ACT, FP8, act_bits, assert_gemm_contract, dense, from_act_bits, gemm_ref_from, rand_act,
+                      rand_weight, rand_wscale)
 from test_gemm import smallm_ref
 from test_quant import CONSTRUCTIONS as ADVERSARIAL_GROUPS
 
@@ -183,6 +184,63 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         assert ran >= 2, (n, k, M, ran)
 
 
+REGISTER_FED, NO_REGISTER_FED = 32768, 65536  # config flags (kernels/cuda/sm90_gemm_layout.h)
+
+
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [1, 2, 3, 9, 16])
+def test_sm90_register_fed_kernel(gpu, M, fmt):
+    """sm_90: the register-fed kernel (sm90_register_fed_gemm.cuh; flag 32768, the default up to 2
+    tokens) meets the §3.4 contract with bf16 and fp16 activations (and outputs), bias, plain and
+    shuffled weights, at 1 and 2 token tiles and for every K blocks a warp the SPEC §6 shapes take
+    (K = 1024, 2048, 4096, 7168 and 8192: 1, 2, 4, 7 and 8), N not a multiple of 128 (2112, 48);
+    up to 2 tokens it is what the default runs (the launched kernel's name) and its bits are the
+    forced flag's, and flag 65536 keeps it out (the default's kernel as before it). Where it cannot
+    run (K not a multiple of 1024, more than 16 tokens), its flag is the documented plan error. The
+    pre-quantized path (scaled_gemm, the default up to 2 tokens) meets the contract too, with the
+    scales in either layout."""
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    e8 = fmt == "e8m0"
+    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    for n, k, dt in ((5120, 4096, torch.bfloat16), (2112, 7168, torch.float16), (4096, 2048, torch.float16),
+                     (48, 1024, torch.bfloat16), (272, 8192, torch.bfloat16)):
+        w, ws = rand_weight(n, k, 11), rand_wscale(n, k, e8, 11)
+        x = rand_act((M, k), dt, M + 11)
+        bias = torch.randn(n).to(dt)
+        ref = smallm_ref(x, w, ws, bias)
+        xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
+        forced, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, REGISTER_FED]))
+        assert any("register_fed_gemm_sm90" in name for name in names), names
+        assert forced.dtype == dt
+        assert_gemm_contract(forced, ref, f"register-fed N={n} K={k} M={M} {dt}")
+        shuffled = configured(xd, fx.shuffle_weight(wd), wsd, True, bd, [0, 0, 0, 0, REGISTER_FED])
+        assert torch.equal(_bits(shuffled), _bits(forced)), "shuffled weights changed the bits"
+        default, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
+        before, before_names = run_and_kernel_names(
+            lambda: configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, NO_REGISTER_FED]))
+        assert not any("register_fed_gemm_sm90" in name for name in before_names), before_names
+        assert_gemm_contract(before, ref, f"flag 65536 N={n} K={k} M={M}")
+        assert any("register_fed_gemm_sm90" in name for name in names) == (M <= 2), (M, names)
+        if M <= 2:
+            assert torch.equal(_bits(default), _bits(forced)), "the default is not the register-fed kernel"
+            q, s = fx.per1x128_quant(xd, e8)
+            qt, st = fx.per1x128_quant(xd, e8, transpose_scale=True)
+            pre_ref = gemm_ref_from(q.cpu(), s.cpu(), w, ws, bias)
+            for xs_layout, (qq, ss) in (("row-major", (q, s)), ("transposed", (qt, st))):
+                pre, pre_names = run_and_kernel_names(lambda: fx.scaled_gemm(qq, ss, wd, wsd, False, dt, bd))
+                assert any("register_fed_gemm_sm90" in name for name in pre_names), pre_names
+                assert_gemm_contract(pre, pre_ref, f"scaled_gemm N={n} K={k} M={M} {xs_layout} scales")
+    w, ws = rand_weight(256, 1536, 3), rand_wscale(256, 1536, e8, 3)  # K % 1024 != 0
+    x = rand_act((M, 1536), torch.bfloat16, 3)
+    with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):
+        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, [0, 0, 0, 0, REGISTER_FED])
+    w, ws = rand_weight(256, 1024, 3), rand_wscale(256, 1024, e8, 3)  # 17 tokens
+    x = rand_act((17, 1024), torch.bfloat16, 3)
+    with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):
+        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, [0, 0, 0, 0, REGISTER_FED])
+
+
 def run_and_kernel_names(fn):
     """`fn()`'s result and the names of the CUDA kernels that call launched (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
@@ -292,12 +350,18 @@ def order_revealing_operands(n, k, M, seed):
     return x, w, ws
 
 
+def wgmma_default(configured, xd, wd, wsd, M):
+    """The default plan of the kernels the register-fed kernel came before: up to 2 tokens (where
+    that kernel is the default) with flag 65536, else the op itself."""
+    return configured(xd, wd, wsd, False, None, [0, 0, 0, 0, NO_REGISTER_FED]) if M <= 2 else fx.smallm_gemm(xd, wd, wsd)
+
+
 @pytest.mark.parametrize("n, k, M, co_resident", [(5120, 4096, 1, False), (4096, 2048, 2, False),
                                                   (4096, 1024, 1, False), (1536, 4096, 1, False),
                                                   (12288, 4096, 1, True), (12288, 4096, 4, True)])
 def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n, k, M, co_resident):
-    """sm_90: the default is the wgmma kernel's 4-warpgroup kernel wherever its ring holds a CTA's
-    weight share, at 1-2 tokens too (from session 8 to 15 the co-resident variant came first up to
+    """sm_90: the default (at 1-2 tokens with flag 65536: the default before the register-fed kernel)
+    is the wgmma kernel's 4-warpgroup kernel wherever its ring holds a CTA's weight share, at 1-2 tokens too (from session 8 to 15 the co-resident variant came first up to
     2 tokens); where it cannot (12288x4096: ~380 KB a CTA) the co-resident variant (flag 512) with
     its refilled ring. On operands whose bits show the kernels' summation order, the default's
     bits are the forced variant's exactly where it should take it; both meet the §3.4 contract.
@@ -309,7 +373,7 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
     x, w, ws = order_revealing_operands(n, k, M, 13)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
+    out = wgmma_default(configured, xd, wd, wsd, M)
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
     forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
     assert_gemm_contract(forced, ref, f"co-resident variant N={n} K={k} M={M}")
@@ -324,7 +388,8 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
                                                  (3072, 1024, 2, True), (6144, 768, 1, True), (4096, 1024, 16, False),
                                                  (2048, 1024, 4, False), (4096, 2048, 1, False)])
 def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
-    """sm_90 (session 27): up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
+    """sm_90 (session 27): up to 8 tokens the wgmma kernel's default plan (at 1-2 tokens with flag 65536:
+    the register-fed kernel is the default there) takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); elsewhere (16 tokens, 32 CTAs, K = 2048) it keeps its
     split of 2. On operands whose bits show the summation order, the default's bits are those of the
@@ -337,7 +402,7 @@ def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_
     x, w, ws = order_revealing_operands(n, k, M, 17)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
+    out = wgmma_default(configured, xd, wd, wsd, M)
     whole = configured(xd, wd, wsd, False, None, [1, 0, 0, 0, 0])
     split = configured(xd, wd, wsd, False, None, [2, 0, 0, 0, 0])
     for name, y in (("default", out), ("no K split", whole), ("split of 2", split)):
@@ -362,7 +427,8 @@ def adversarial_groups(M, K, dt, seed):
 def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
     """sm_90: the fused op's in-kernel quantization equals the SPEC model's bit for bit, in every
     kernel and at every token count that changes how the prologue splits a 128-group among lanes
-    (wgmma ring kernel: 8 lanes up to 8 tokens, 4 from 9; the others 16). The weight is a signed
+    (wgmma ring kernel: 8 lanes up to 8 tokens, 4 from 9; the register-fed kernel, the default up to 2
+    tokens and forced by its flag up to 16: 4; the others 16). The weight is a signed
     permutation (row n holds +-1 at K position perm[n], zeros elsewhere) with unit block scales,
     so output (m, n) is exactly +-RNE(fl32(q[m, k] * xs[m, k / 128])) for k = perm[n]: each
     quantized activation byte and scale is read back through the GEMM, whatever the kernel's
@@ -390,7 +456,7 @@ def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
             expected = sm.f32_to_act_bits(deq[:, perm] * sign, dt)
             xd = x.to(gpu)
             for config in ([0, 0, 0, 0, 0], [0, 0, 0, 0, 32], [0, 0, 0, 0, 256], [0, 0, 0, 0, 512], [1, 0, 0, 0, 0],
-                           [4, 0, 0, 0, 0]):
+                           [4, 0, 0, 0, 0], [0, 0, 0, 0, REGISTER_FED], [0, 0, 0, 0, NO_REGISTER_FED]):
                 out = run_if_a_plan_fits(configured, xd, wd, wsd, None, config)
                 if out is None:
                     continue

@@ -134,6 +134,32 @@ struct RingSmemLayout {
   }
 };
 
+// ---- register-fed kernel (sm90_register_fed_gemm.cuh) -----------------------------------------
+// CTAs of one 16-row tile over the whole K, 8 warps, warp w on K blocks [w KB, (w + 1) KB) with
+// KB = K / 1024 (K % 1024 == 0). Each lane loads the register kernel's unit pieces above
+// (unit_lane_offset, unit_block_stride: plain or shuffled) straight into registers and feeds them
+// to the MMAs; the activations sit in shared memory as e4m3 in chunks of 64 K bytes, token after
+// token inside a chunk, so that a lane's 16 bytes at unit_k_of are contiguous:
+// [e4m3 [K / 64][M][64]][scales fp32 [M][K / 128]][warp partials fp32 [warp][8 token_tiles][16]].
+constexpr int kRegisterFedWarps = 8;
+constexpr int kRegisterFedBlocksPerWarpMax = 8;  // instances for K = 1024 .. 8192
+constexpr int kRegisterFedMaxTokenTiles = 2;     // M <= 16
+// GemmConfig.flags bits: kRegisterFedFlag asks for the kernel wherever it applies (else the plan
+// error); kNoRegisterFedFlag keeps it out where it would run by default (sm90_gemm_plan.h).
+constexpr int kRegisterFedFlag = 32768;
+constexpr int kNoRegisterFedFlag = 65536;
+SGL_FP8_HD int64_t register_fed_act_offset(int64_t chunk, int token, int M) { return (chunk * M + token) * 64; }
+SGL_FP8_HD int64_t register_fed_xs_offset(int M, int64_t K) { return int64_t(M) * K; }
+SGL_FP8_HD int64_t register_fed_red_offset(int M, int64_t K) {
+  return (register_fed_xs_offset(M, K) + int64_t(M) * (K / kBlockK) * 4 + 15) / 16 * 16;
+}
+SGL_FP8_HD int register_fed_red_index(int warp, int token, int row, int token_tiles) {
+  return (warp * 8 * token_tiles + token) * kTileRows + row;
+}
+SGL_FP8_HD int64_t register_fed_smem_bytes(int M, int64_t K, int token_tiles) {
+  return register_fed_red_offset(M, K) + int64_t(kRegisterFedWarps) * 8 * token_tiles * kTileRows * 4;
+}
+
 // ---- wgmma ring kernel (sm90_wgmma_ring_gemm.cuh) ---------------------------------------------
 // The weight is wgmma's A operand (64 rows x 32 K per instruction) straight from shared memory,
 // the e4m3 activations its B operand (8 or 16 tokens): no per-lane loads, no e4m3 -> f16 decode.

@@ -38,6 +38,7 @@ struct GemmPlan {
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
   bool pair = false;     // wgmma ring kernel: paired activations (clusters of k_split x 2; kPairActivationsFlag)
+  bool register_fed = false;  // the register-fed kernel (sm90_register_fed_gemm.cuh): one 16-row tile a CTA
   WgmmaRingSmemLayout wgmma_layout;  // wgmma ring kernel: its shared memory (smem_bytes = .total)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
@@ -419,6 +420,50 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (paired.wgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
   }
   return best;
+}
+
+// ---- the register-fed kernel (sm90_register_fed_gemm.cuh) ------------------------------------
+// By default it serves M <= kRegisterFedDefaultMaxTokens with
+// a config that names no other kernel. Its probe (tools/regmma_probe.cu kQuantize, H200, session 37)
+// took 0.89-0.96x the wgmma ring kernel's time at 1 token and 0.90-0.92x at 2 on 5120x4096,
+// 4608x4096 and 4096x2048, even at 4 and 1.22-1.33x at 8 (each CTA quantizes every token's whole
+// K); docs/sm90.md, session 38, has the library instance's own measurements.
+constexpr int kRegisterFedDefaultMaxTokens = 2;
+constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
+// Flags that say nothing about this kernel (they tune the others without naming one): a config of
+// only these and zeros takes the default.
+constexpr int32_t kRegisterFedNeutralFlags = 8 | 64 | kBarrierExchangeFlag | 4096 | kPairActivationsFlag |
+                                             kNoPairActivationsFlag;
+
+// Whether the kernel can run (N, K, M): K a multiple of 1024 up to 8192 blocks a warp's worth, at
+// most 16 tokens, one 16-row tile a CTA along grid.y (at most 65535), its shared memory within the
+// device's.
+inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, int64_t max_smem) {
+  const int64_t kb_per_warp = K / (kRegisterFedWarps * kBlockK);
+  return K % (kRegisterFedWarps * kBlockK) == 0 && kb_per_warp >= 1 && kb_per_warp <= kRegisterFedBlocksPerWarpMax &&
+         M >= 1 && M <= kRegisterFedMaxTokenTiles * 8 && N % kTileRows == 0 && N / kTileRows >= 1 &&
+         N / kTileRows <= 65535 && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
+}
+
+// Whether the config asks for the kernel: its flag, or the default (M <= 2, a config of zeros and
+// neutral flags), and not kNoRegisterFedFlag.
+inline bool register_fed_wanted(const GemmConfig& c, int64_t M) {
+  if (c.flags & kNoRegisterFedFlag) return false;
+  if (c.flags & kRegisterFedFlag) return true;
+  return M <= kRegisterFedDefaultMaxTokens && c.k_split == 0 && c.warps == 0 && c.tiles_per_block == 0 &&
+         c.blocks_per_sm == 0 && c.smem_stages == 0 && (c.flags & ~kRegisterFedNeutralFlags) == 0;
+}
+
+// Its plan: grid (1, N / 16, 1), no cluster; cost < 0 where it does not apply.
+inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, int64_t max_smem) {
+  GemmPlan plan;
+  if (!register_fed_applies(N, K, M, max_smem)) return plan;
+  set_partition(plan, 1, N / kTileRows, kRegisterFedWarps, 1, 1, K / kBlockK);
+  plan.token_tiles = token_tiles_for(M);
+  plan.register_fed = true;
+  plan.smem_bytes = register_fed_smem_bytes(int(M), K, plan.token_tiles);
+  plan.cost = 0;
+  return plan;
 }
 
 }  // namespace sgl_fp8::sm90

@@ -12,6 +12,7 @@
 #include "sm90_block_scaled_gemm.cuh"
 #include "sm90_gemm_plan.h"
 #include "sm90_quant.cuh"
+#include "sm90_register_fed_gemm.cuh"
 #include "sm90_ring_gemm.cuh"
 #include "sm90_weight_map.h"
 #include "sm90_wgmma_ring_gemm.cuh"
@@ -74,6 +75,27 @@ GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles,
     case 2: return wgmma_instance_up_to_16<2, PREQUANT>(co_resident, max_tiles);
     default: return sm90::wgmma_ring_gemm_sm90<4, PREQUANT>;
   }
+}
+
+// The register-fed kernel: an instance per token tiles (1-2) and K blocks a warp (K / 1024: 1-8).
+template <int TOKEN_TILES, bool PREQUANT>
+GemmKernel register_fed_instance_for(int64_t K) {
+  switch (K / (sm90::kRegisterFedWarps * sm90::kBlockK)) {
+    case 1: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 1, PREQUANT>;
+    case 2: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 2, PREQUANT>;
+    case 3: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 3, PREQUANT>;
+    case 4: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 4, PREQUANT>;
+    case 5: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 5, PREQUANT>;
+    case 6: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 6, PREQUANT>;
+    case 7: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 7, PREQUANT>;
+    default: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 8, PREQUANT>;
+  }
+}
+
+// Pre-quantized input (scaled_gemm) takes no config, so only the default's instances (1 token tile).
+GemmKernel register_fed_instance(bool prequant, int64_t M, int64_t K) {
+  if (prequant) return register_fed_instance_for<1, true>(K);
+  return sm90::token_tiles_for(M) <= 1 ? register_fed_instance_for<1, false>(K) : register_fed_instance_for<2, false>(K);
 }
 
 struct DeviceFacts {
@@ -203,9 +225,22 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
+  // The register-fed kernel (sm90_register_fed_gemm.cuh) first, where the config asks for it (by
+  // default up to 2 tokens: sm90::register_fed_wanted) and it applies (K % 1024 == 0, K <= 8192,
+  // M <= 16; plain or shuffled weights). Forced by its flag where it does not apply: the plan error.
+  if (sm90::register_fed_wanted(p.config, p.M) && !(prequant && sm90::token_tiles_for(p.M) > 1)) {
+    plan = sm90::plan_register_fed_gemm(p.N, p.K, p.M, facts.max_smem);
+    if (plan.cost >= 0) {
+      kernel = register_fed_instance(prequant, p.M, p.K);
+      threads = sm90::kRegisterFedThreads;
+      if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+    } else if (p.config.flags & sm90::kRegisterFed) {
+      return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
+    }
+  }
   // (Its index math is 32-bit: row groups x tiles below 2^32, K blocks x k_split below 2^22.)
   const bool wgmma_index_range = p.N / sm90::kTileRows * facts.sms < (int64_t(1) << 32) && p.K < (int64_t(1) << 26);
-  if (!(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
+  if (plan.cost < 0 && !(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
       p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled && wgmma_index_range) {
     const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
     constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
@@ -265,7 +300,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
                                   return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads, smem);
                                 });
   }
-  if (plan.cost >= 0 && !plan.wgmma && !p.w_shuffled &&
+  if (plan.cost >= 0 && !plan.wgmma && !plan.register_fed && !p.w_shuffled &&
       !sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, sm90::kTileRows, plan.max_blocks_per_cta))
     plan = GemmPlan{};  // no tensor map for this weight: the register kernel
   if (plan.cost < 0) {

@@ -1,0 +1,253 @@
+// sm_90 register-fed GEMM: the fused op (and scaled_gemm) for 1-2 tokens by default, and up to 16
+// tokens where a config asks for it (kRegisterFedFlag).
+//
+// Why: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy landing, and its
+// stream + MMAs alone reach 0.62-0.66 of the bandwidth floor on the large Qwen shapes. Many small
+// CTAs whose warps consume their own loads as they return overlap the MMAs with the stream instead:
+// tools/regmma_probe.cu measured this structure (sessions 35-37; docs/sm90.md) at 0.81-0.89 of the
+// floor at 1-4 tokens without quantizing, and quantizing in the kernel at 0.89-0.96x the fused op's
+// time at 1 token and 0.90-0.92x at 2. Each CTA quantizes every token's activations over the whole
+// K, which costs more with every token: from 4 tokens the wgmma ring kernel stays the default.
+//
+// What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
+//   CTA y (256 threads, 8 warps, 3 CTAs an SM at 1-8 tokens up to K = 4096) owns output rows [16 y, 16 y + 16) over the whole K;
+//   warp w owns K blocks [w KB, (w + 1) KB), KB = K / 1024 (an instance per KB).
+//   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
+//   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain or AITER-shuffled) into registers,
+//   two blocks ahead of their use, the first two before griddepcontrol.wait: the weight never
+//   depends on the previous kernel.
+//   Activations, after the wait: the warp quantizes its own K slice of every token (SPEC §3.1/3.2,
+//   the quantization kernels' code: bit-exact), a quad of lanes a (token, 128-block) pair, into
+//   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside; pre-quantized input is
+//   copied and its scales decoded.
+//   Per block: 8 mma.sync m16n8k16 (weight and activations e4m3 -> f16, exact; fp32 accumulate:
+//   SPEC §3.4's P) into a fresh accumulator, then total += P * (xs * ws).
+//   Epilogue: the 8 warps' partials through shared memory, summed in warp order by one thread an
+//   output (no atomics: bitwise reproducible), bias, rounded to bf16 / fp16, stored.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "sm90_block_scaled_gemm.cuh"  // GemmKernelArgs, decode_scale, store_output
+#include "sm90_gemm_layout.h"
+#include "sm90_gemm_plan.h"
+#include "sm90_ptx.cuh"
+#include "sm90_quant.cuh"
+
+namespace sgl_fp8::sm90 {
+
+// CTAs an SM the launch bounds ask for: 3 (80 registers a thread) where that leaves ptxas no spill,
+// 1 token tile with up to 4 K blocks a warp (every SPEC §6 shape but 2112x7168, whose 132 CTAs take
+// one SM each anyway); else 2 (ptxas -v: 3 spilled 8-32 bytes at 1 token tile from 5 blocks, 16-280
+// bytes at 2 tiles from 3).
+constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
+constexpr int kRegisterFedAhead = 2;      // blocks of a lane's weight in flight beyond the one in use
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
+  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
+}
+
+// One K block of this lane's weight: piece [2 chunk + half] = row g + 8 half at unit_k_of(lane, chunk).
+__device__ __forceinline__ void load_register_fed_block(uint4 (&dst)[4], const uint8_t* tile,
+                                                        const int32_t (&lane_offset)[2][2], int64_t block_offset) {
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) dst[2 * c + h] = load_streaming_16B(tile + block_offset + lane_offset[h][c]);
+}
+
+// The wait for the previous grid, with the weight loads issued before it kept above it. ptxas (CUDA
+// 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so that
+// they would wait for the previous launch to end (session 37 found every register-fed probe doing
+// so). A use of them on a branch that is never taken (the launcher never launches M < 1) keeps them
+// above the wait; .ci/check_sm90.py checks the SASS. Returns true on that branch.
+template <int AHEAD, int BLOCKS>
+__device__ __forceinline__ bool wait_after_register_fed_loads(const uint4 (&wbuf)[BLOCKS][4], const GemmKernelArgs& a) {
+  if (a.M < 1) {
+    uint32_t fold = 0;
+#pragma unroll
+    for (int b = 0; b < AHEAD; ++b)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) fold ^= wbuf[b][i].x ^ wbuf[b][i].y ^ wbuf[b][i].z ^ wbuf[b][i].w;
+    static_cast<uint32_t*>(a.out)[threadIdx.x] = fold;
+    return true;
+  }
+  wait_for_previous_grid();
+  return false;
+}
+
+// Lane q of a quad quantizes the 32 values at 32 q of a 128-group (`src` points at them; a lane that
+// is not `live` brings zeros, and every lane of the warp takes part in the shuffles): its 32 e4m3
+// bytes in K order into `bytes`, and the group's parameters.
+template <bool FP16>
+__device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src, bool live, bool ue8m0,
+                                                                uint4 (&bytes)[2]) {
+  uint4 raw[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    raw[i] = live ? load_shared_readonly_16B(static_cast<const uint4*>(src) + i) : make_uint4(0u, 0u, 0u, 0u);
+  const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<FP16, 4>(raw), ue8m0, 0xffffffffu);
+  uint2 q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v[8];
+    unpack_8(raw[i], FP16, v);
+    q[i] = e4m3x8_of(v, qp.inverse_scale);
+  }
+  bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+  bytes[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  return qp;
+}
+
+// The warp's K slice (blocks [kb0, kb0 + KB)) of every token into shared memory: e4m3 at
+// register_fed_act_offset, scales (as fp32 values) at xs[token][block].
+template <bool PREQUANT, int KB>
+__device__ __forceinline__ void stage_register_fed_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
+                                                               int kb0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int M = a.M, kblocks = a.kblocks;
+  if constexpr (PREQUANT) {
+    const uint8_t* x = static_cast<const uint8_t*>(a.x);
+    constexpr int kUnitsPerToken = KB * 8;  // 16-byte units: 2 chunks of 64 bytes a block
+    for (int i = lane; i < M * kUnitsPerToken; i += 32) {
+      const int token = i / kUnitsPerToken, unit = i % kUnitsPerToken;
+      const int64_t chunk = 2 * kb0 + unit / 4;
+      *reinterpret_cast<uint4*>(act + register_fed_act_offset(chunk, token, M) + 16 * (unit % 4)) =
+          load_shared_readonly_16B(x + token * a.x_row_stride + chunk * 64 + 16 * (unit % 4));
+    }
+    for (int i = lane; i < M * KB; i += 32) {
+      const int token = i / KB, kb = kb0 + i % KB;
+      xs[token * kblocks + kb] = decode_scale(a.x_scale, token * a.x_scale_stride_m + kb * a.x_scale_stride_kb, a.e8m0);
+    }
+  } else {
+    // pass p: pair 8 p + g (the warp's block pair / M, token pair % M), lane q of the quad its 32 values at 32 q
+    const int pairs = M * KB;
+    for (int pass = 0; pass < (pairs + 7) / 8; ++pass) {
+      const int pair = 8 * pass + g;
+      const bool live = pair < pairs;
+      const int token = live ? pair % M : 0, kb = kb0 + (live ? pair / M : 0);
+      const uint16_t* src = static_cast<const uint16_t*>(a.x) + token * a.x_row_stride + kb * kBlockK + 32 * q;
+      uint4 bytes[2];
+      const GroupQuantParams qp = a.x_is_fp16 ? quantize_quad_share<true>(src, live, a.e8m0, bytes)
+                                              : quantize_quad_share<false>(src, live, a.e8m0, bytes);
+      if (live) {
+        uint8_t* dst = act + register_fed_act_offset(2 * kb + (q >> 1), token, M) + 32 * (q & 1);
+        *reinterpret_cast<uint4*>(dst) = bytes[0];
+        *reinterpret_cast<uint4*>(dst + 16) = bytes[1];
+        if (q == 0) xs[token * kblocks + kb] = qp.scale;
+      }
+    }
+  }
+}
+
+template <int TOKEN_TILES, int KB, bool PREQUANT>
+__global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(TOKEN_TILES, KB))
+    register_fed_gemm_sm90(const GemmKernelArgs a) {
+  static_assert(TOKEN_TILES >= 1 && TOKEN_TILES <= kRegisterFedMaxTokenTiles, "1 or 2 token tiles (M <= 16)");
+  static_assert(KB >= 1 && KB <= kRegisterFedBlocksPerWarpMax, "K / 1024 blocks a warp");
+  constexpr int kAhead = KB < kRegisterFedAhead ? KB : kRegisterFedAhead;
+  extern __shared__ __align__(16) uint8_t smem[];
+  allow_next_grid_launch();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const int M = a.M, kblocks = a.kblocks, row0 = int(blockIdx.y) * kTileRows, kb0 = warp * KB;
+  const uint8_t* tile = a.w + int64_t(blockIdx.y) * kTileRows * a.K;
+  const int64_t block_stride = unit_block_stride(a.w_shuffled);
+  int32_t lane_offset[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) lane_offset[h][c] = int32_t(unit_lane_offset(lane, h, c, a.K, a.w_shuffled));
+
+  uint4 wbuf[KB][4];  // fully unrolled: block b's registers live from its load to its use
+#pragma unroll
+  for (int b = 0; b < kAhead; ++b) load_register_fed_block(wbuf[b], tile, lane_offset, (kb0 + b) * block_stride);
+  if (wait_after_register_fed_loads<kAhead>(wbuf, a)) return;
+
+  uint8_t* act = smem;
+  float* xs = reinterpret_cast<float*>(smem + register_fed_xs_offset(M, a.K));
+  stage_register_fed_activations<PREQUANT, KB>(a, act, xs, kb0);
+  __syncwarp();  // each warp reads back only its own slice
+
+  const int64_t ws_row = int64_t(row0 / kBlockK) * kblocks;
+  float total[TOKEN_TILES][4];
+#pragma unroll
+  for (int t = 0; t < TOKEN_TILES; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) total[t][i] = 0.f;
+
+#pragma unroll
+  for (int b = 0; b < KB; ++b) {
+    const int kb = kb0 + b;
+    uint4 cur[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
+    if (b + kAhead < KB) load_register_fed_block(wbuf[b + kAhead], tile, lane_offset, (kb + kAhead) * block_stride);
+    const float w_scale = decode_scale(a.w_scale, ws_row + kb, a.e8m0);
+    float x_scale[TOKEN_TILES][2];  // tokens 8 t + 2 q, + 1 of this block (0 past M)
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int token = 8 * t + 2 * q + j;
+        x_scale[t][j] = token < M ? xs[token * kblocks + kb] : 0.f;
+      }
+    float4 acc[TOKEN_TILES];
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      uint4 x16[TOKEN_TILES];  // token 8 t + g's 16 e4m3 bytes at unit_k_of(lane, c) (zeros past M)
+#pragma unroll
+      for (int t = 0; t < TOKEN_TILES; ++t) {
+        const int token = 8 * t + g;
+        x16[t] = token < M ? *reinterpret_cast<const uint4*>(act + register_fed_act_offset(2 * kb + c, token, M) +
+                                                             unit_k_of(lane, c) - 64 * c)
+                           : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        // step s: A's logical k {2q, 2q + 1} = bytes 4s, 4s + 1 of the piece, {2q + 8, 2q + 9} = 4s + 2, 4s + 3
+        // (a_physical_k); B takes the same bytes of the activations
+        const uint32_t wg = word_of(cur[2 * c], s), wg8 = word_of(cur[2 * c + 1], s);
+        const uint32_t a0 = cvt_e4m3x2_to_f16x2(wg), a2 = cvt_e4m3x2_to_f16x2(wg >> 16);
+        const uint32_t a1 = cvt_e4m3x2_to_f16x2(wg8), a3 = cvt_e4m3x2_to_f16x2(wg8 >> 16);
+#pragma unroll
+        for (int t = 0; t < TOKEN_TILES; ++t) {
+          const uint32_t x = word_of(x16[t], s);
+          mma_f16_16x8x16(acc[t], a0, a1, a2, a3, cvt_e4m3x2_to_f16x2(x), cvt_e4m3x2_to_f16x2(x >> 16));
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < TOKEN_TILES; ++t) {
+      const float s0 = x_scale[t][0] * w_scale, s1 = x_scale[t][1] * w_scale;
+      total[t][0] += acc[t].x * s0;  // row g, token 8 t + 2 q
+      total[t][1] += acc[t].y * s1;  // row g, token 8 t + 2 q + 1
+      total[t][2] += acc[t].z * s0;  // row g + 8
+      total[t][3] += acc[t].w * s1;
+    }
+  }
+
+  // The 8 warps' partials, summed in warp order by one thread an output.
+  float* red = reinterpret_cast<float*>(smem + register_fed_red_offset(M, a.K));
+#pragma unroll
+  for (int t = 0; t < TOKEN_TILES; ++t) {
+    const int token = 8 * t + 2 * q;
+    red[register_fed_red_index(warp, token, g, TOKEN_TILES)] = total[t][0];
+    red[register_fed_red_index(warp, token + 1, g, TOKEN_TILES)] = total[t][1];
+    red[register_fed_red_index(warp, token, g + 8, TOKEN_TILES)] = total[t][2];
+    red[register_fed_red_index(warp, token + 1, g + 8, TOKEN_TILES)] = total[t][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kTileRows * M; i += kRegisterFedThreads) {
+    const int token = i / kTileRows, row = i % kTileRows;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kRegisterFedWarps; ++w) sum += red[register_fed_red_index(w, token, row, TOKEN_TILES)];
+    store_output(a, sum, token, row0 + row);
+  }
+}
+
+}  // namespace sgl_fp8::sm90
