@@ -304,7 +304,7 @@ def test_sm90_paired_activations(gpu, M, fmt):
                                             (12288, 4096, 16, 512 | 1024), (4096, 12288, 16, 512 | 1024)])
 def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     """sm_90: where a CTA's weight share does not fit the 4-warpgroup wgmma kernel's ring, the
-    default plan is the co-resident variant, which refills its ring (the register kernel served
+    default plan (at 1-2 tokens with flag 65536, where the register-fed kernel is the default) is the co-resident variant, which refills its ring (the register kernel served
     these shapes before), or where even its ring leaves the activations no room, its instance with
     the whole shared memory (flags 512 | 1024): the default's bits are those of the forced config
     (and of its exchange through the cluster barrier, flag 2048) and not those of the register
@@ -317,7 +317,7 @@ def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
     x = rand_act((M, k), torch.bfloat16, M + 11)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
+    out = wgmma_default(configured, xd, wd, wsd, M)
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
     forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, flags])
     assert torch.equal(_bits(out), _bits(forced)), f"the default is not the forced config (flags {flags})"
