@@ -873,8 +873,9 @@ static void check_partial_token_slots() {
 }
 
 // The register-fed kernel (sm90_register_fed_gemm.cuh): its weight pieces are the register
-// kernel's (check_weight_units, check_k_permutation<false>); here its e4m3 activations, scales and
-// partials in shared memory, and its plan rule.
+// kernel's (check_weight_units, check_k_permutation<false>; plain weights, at unit_chunk_stride and
+// unit_block_stride past its first); here its e4m3 activations, scales and partials in shared
+// memory, and its plan rule.
 static void check_register_fed() {
   const long long smem_max = 232448;
   for (int M = 1; M <= 16; ++M)
@@ -910,17 +911,25 @@ static void check_register_fed() {
             CHECK(red.insert(i).second && register_fed_red_offset(M, K) + 4LL * (i + 1) <= register_fed_smem_bytes(M, K, tiles),
                   "partial slot M=%d w=%d token=%d row=%d", M, w, token, row);
           }
-      const GemmPlan plan = plan_register_fed_gemm(5120, K, M, smem_max);
+      const GemmPlan plan = plan_register_fed_gemm(5120, K, M, false, smem_max);
       CHECK(plan.register_fed && plan.cost >= 0 && plan.row_groups == 320 && plan.k_split == 1 &&
                 plan.smem_bytes == register_fed_smem_bytes(M, K, tiles),
             "plan M=%d K=%lld", M, K);
     }
   // where it applies: K a multiple of 1024 up to 8192, 1-16 tokens, N a multiple of 16
-  CHECK(plan_register_fed_gemm(4096, 1536, 1, smem_max).cost < 0, "K 1536");
-  CHECK(plan_register_fed_gemm(4096, 9216, 1, smem_max).cost < 0, "K 9216");
-  CHECK(plan_register_fed_gemm(4096, 4096, 17, smem_max).cost < 0, "17 tokens");
-  CHECK(plan_register_fed_gemm(4104, 4096, 1, smem_max).cost < 0, "N 4104");
-  CHECK(plan_register_fed_gemm(2112, 7168, 2, smem_max).row_groups == 132, "2112x7168");
+  CHECK(plan_register_fed_gemm(4096, 1536, 1, false, smem_max).cost < 0, "K 1536");
+  CHECK(plan_register_fed_gemm(4096, 9216, 1, false, smem_max).cost < 0, "K 9216");
+  CHECK(plan_register_fed_gemm(4096, 4096, 17, false, smem_max).cost < 0, "17 tokens");
+  CHECK(plan_register_fed_gemm(4104, 4096, 1, false, smem_max).cost < 0, "N 4104");
+  CHECK(plan_register_fed_gemm(2112, 7168, 2, false, smem_max).row_groups == 132, "2112x7168");
+  CHECK(plan_register_fed_gemm(4096, 4096, 1, true, smem_max).cost < 0, "shuffled weights");
+  // the second chunk's pieces sit unit_chunk_stride past the first's, in both layouts
+  for (bool shuffled : {false, true})
+    for (int lane = 0; lane < 32; ++lane)
+      for (int half = 0; half < 2; ++half)
+        CHECK(unit_lane_offset(lane, half, 1, 4096, shuffled) ==
+                  unit_lane_offset(lane, half, 0, 4096, shuffled) + unit_chunk_stride(shuffled),
+              "chunk stride shuffled=%d lane=%d half=%d", shuffled, lane, half);
   // the default: up to 2 tokens, a config of zeros and flags that name no other kernel
   GemmConfig zero;
   CHECK(register_fed_wanted(zero, 1) && register_fed_wanted(zero, 2) && !register_fed_wanted(zero, 3), "default M");

@@ -98,8 +98,8 @@ enum GemmFlags : int32_t {
   // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
-  // Not diagnostic: the register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (K a
-  // multiple of 1024 up to 8192, M <= 16), else the plan error; by default it serves M <= 2.
+  // Not diagnostic: the register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (plain
+  // weights, K a multiple of 1024 up to 8192, M <= 16), else the plan error; by default it serves M <= 2.
   kRegisterFed = kRegisterFedFlag,
   // Not diagnostic: never the register-fed kernel (the kernels' plans as before it; for A/B runs).
   kNoRegisterFed = kNoRegisterFedFlag,

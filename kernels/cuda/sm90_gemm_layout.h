@@ -37,6 +37,9 @@ SGL_FP8_HD int64_t unit_lane_offset(int lane, int half, int chunk, int64_t K, bo
 }
 
 SGL_FP8_HD int64_t unit_block_stride(bool shuffled) { return shuffled ? 2048 : 128; }
+// unit_lane_offset(lane, half, 1, ...) - unit_lane_offset(lane, half, 0, ...) in either layout: the
+// second chunk's K is 64 bytes on (two shuffled 32-wide K groups of 512 bytes).
+SGL_FP8_HD int64_t unit_chunk_stride(bool shuffled) { return shuffled ? 1024 : 64; }
 
 // The MMA (m16n8k16, f16) consumes the 16 bytes of a piece as 4 words w = 0..3, one K step
 // each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte lane_k_of + 4w + {0, 1}

@@ -435,12 +435,13 @@ constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
 constexpr int32_t kRegisterFedNeutralFlags = 8 | 64 | kBarrierExchangeFlag | 4096 | kPairActivationsFlag |
                                              kNoPairActivationsFlag;
 
-// Whether the kernel can run (N, K, M): K a multiple of 1024 up to 8192 blocks a warp's worth, at
-// most 16 tokens, one 16-row tile a CTA along grid.y (at most 65535), its shared memory within the
-// device's.
-inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, int64_t max_smem) {
+// Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16
+// tokens, one 16-row tile a CTA along grid.y (at most 65535), its shared memory within the device's.
+// (Shuffled weights keep the mma.sync ring kernel: with the shuffled layout's strides as runtime
+// values ptxas held every weight address in registers and spilled.)
+inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   const int64_t kb_per_warp = K / (kRegisterFedWarps * kBlockK);
-  return K % (kRegisterFedWarps * kBlockK) == 0 && kb_per_warp >= 1 && kb_per_warp <= kRegisterFedBlocksPerWarpMax &&
+  return !shuffled && K % (kRegisterFedWarps * kBlockK) == 0 && kb_per_warp >= 1 && kb_per_warp <= kRegisterFedBlocksPerWarpMax &&
          M >= 1 && M <= kRegisterFedMaxTokenTiles * 8 && N % kTileRows == 0 && N / kTileRows >= 1 &&
          N / kTileRows <= 65535 && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
 }
@@ -455,9 +456,9 @@ inline bool register_fed_wanted(const GemmConfig& c, int64_t M) {
 }
 
 // Its plan: grid (1, N / 16, 1), no cluster; cost < 0 where it does not apply.
-inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, int64_t max_smem) {
+inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   GemmPlan plan;
-  if (!register_fed_applies(N, K, M, max_smem)) return plan;
+  if (!register_fed_applies(N, K, M, shuffled, max_smem)) return plan;
   set_partition(plan, 1, N / kTileRows, kRegisterFedWarps, 1, 1, K / kBlockK);
   plan.token_tiles = token_tiles_for(M);
   plan.register_fed = true;

@@ -226,10 +226,10 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
   // The register-fed kernel (sm90_register_fed_gemm.cuh) first, where the config asks for it (by
-  // default up to 2 tokens: sm90::register_fed_wanted) and it applies (K % 1024 == 0, K <= 8192,
-  // M <= 16; plain or shuffled weights). Forced by its flag where it does not apply: the plan error.
+  // default up to 2 tokens: sm90::register_fed_wanted) and it applies (plain weights, K % 1024 == 0,
+  // K <= 8192, M <= 16). Forced by its flag where it does not apply: the plan error.
   if (sm90::register_fed_wanted(p.config, p.M) && !(prequant && sm90::token_tiles_for(p.M) > 1)) {
-    plan = sm90::plan_register_fed_gemm(p.N, p.K, p.M, facts.max_smem);
+    plan = sm90::plan_register_fed_gemm(p.N, p.K, p.M, p.w_shuffled, facts.max_smem);
     if (plan.cost >= 0) {
       kernel = register_fed_instance(prequant, p.M, p.K);
       threads = sm90::kRegisterFedThreads;

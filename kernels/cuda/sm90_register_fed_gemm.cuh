@@ -13,9 +13,9 @@
 //   CTA y (256 threads, 8 warps, 3 CTAs an SM at 1-8 tokens up to K = 4096) owns output rows [16 y, 16 y + 16) over the whole K;
 //   warp w owns K blocks [w KB, (w + 1) KB), KB = K / 1024 (an instance per KB).
 //   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
-//   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain or AITER-shuffled) into registers,
-//   two blocks ahead of their use, the first two before griddepcontrol.wait: the weight never
-//   depends on the previous kernel.
+//   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain weights only) into registers: the
+//   first two blocks before griddepcontrol.wait (the weight never depends on the previous kernel),
+//   then one as each is consumed.
 //   Activations, after the wait: the warp quantizes its own K slice of every token (SPEC §3.1/3.2,
 //   the quantization kernels' code: bit-exact), a quad of lanes a (token, 128-block) pair, into
 //   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside; pre-quantized input is
@@ -38,24 +38,28 @@
 
 namespace sgl_fp8::sm90 {
 
-// CTAs an SM the launch bounds ask for: 3 (80 registers a thread) where that leaves ptxas no spill,
-// 1 token tile with up to 4 K blocks a warp (every SPEC §6 shape but 2112x7168, whose 132 CTAs take
-// one SM each anyway); else 2 (ptxas -v: 3 spilled 8-32 bytes at 1 token tile from 5 blocks, 16-280
-// bytes at 2 tiles from 3).
+// CTAs an SM the launch bounds ask for: 3 (80 registers a thread) with 1 token tile and up to 4 K blocks a warp
+// (every SPEC §6 shape but 2112x7168, whose 132 CTAs take one SM each anyway); else 2, 128 registers (ptxas -v:
+// at 3 an SM, 8-32 bytes spilled at 1 token tile from 5 blocks, 16-280 bytes at 2 tiles from 3).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
-constexpr int kRegisterFedAhead = 2;      // blocks of a lane's weight in flight beyond the one in use
+// Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
+// MMA), and in flight from the first MMA on (one more requested as each is consumed).
+constexpr int kRegisterFedAtEntry = 2;
+constexpr int kRegisterFedInFlight = 2;
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
 }
 
-// One K block of this lane's weight: piece [2 chunk + half] = row g + 8 half at unit_k_of(lane, chunk).
-__device__ __forceinline__ void load_register_fed_block(uint4 (&dst)[4], const uint8_t* tile,
-                                                        const int32_t (&lane_offset)[2][2], int64_t block_offset) {
+// Block b of the warp (plain weights): piece [2 chunk + half] = row g + 8 half at unit_k_of(lane, chunk), at
+// row[half] + chunk * unit_chunk_stride + b * unit_block_stride (compile-time offsets: with the shuffled
+// layout's strides as runtime values ptxas held every address in registers and spilled).
+__device__ __forceinline__ void load_register_fed_block(uint4 (&dst)[4], const uint8_t* const (&row)[2], int b) {
 #pragma unroll
   for (int c = 0; c < 2; ++c)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) dst[2 * c + h] = load_streaming_16B(tile + block_offset + lane_offset[h][c]);
+    for (int h = 0; h < 2; ++h)
+      dst[2 * c + h] = load_streaming_16B(row[h] + c * unit_chunk_stride(false) + b * unit_block_stride(false));
 }
 
 // The wait for the previous grid, with the weight loads issued before it kept above it. ptxas (CUDA
@@ -147,30 +151,30 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
     register_fed_gemm_sm90(const GemmKernelArgs a) {
   static_assert(TOKEN_TILES >= 1 && TOKEN_TILES <= kRegisterFedMaxTokenTiles, "1 or 2 token tiles (M <= 16)");
   static_assert(KB >= 1 && KB <= kRegisterFedBlocksPerWarpMax, "K / 1024 blocks a warp");
-  constexpr int kAhead = KB < kRegisterFedAhead ? KB : kRegisterFedAhead;
+  constexpr int kAtEntry = KB < kRegisterFedAtEntry ? KB : kRegisterFedAtEntry;
+  constexpr int kInFlight = KB < kRegisterFedInFlight ? KB : kRegisterFedInFlight;
   extern __shared__ __align__(16) uint8_t smem[];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int M = a.M, kblocks = a.kblocks, row0 = int(blockIdx.y) * kTileRows, kb0 = warp * KB;
-  const uint8_t* tile = a.w + int64_t(blockIdx.y) * kTileRows * a.K;
-  const int64_t block_stride = unit_block_stride(a.w_shuffled);
-  int32_t lane_offset[2][2];
+  const uint8_t* row[2];  // this lane's chunk-0 pieces of the warp's first block (plain weights only)
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int c = 0; c < 2; ++c) lane_offset[h][c] = int32_t(unit_lane_offset(lane, h, c, a.K, a.w_shuffled));
+    row[h] = a.w + int64_t(blockIdx.y) * kTileRows * a.K + kb0 * unit_block_stride(false) +
+             unit_lane_offset(lane, h, 0, a.K, false);
 
   uint4 wbuf[KB][4];  // fully unrolled: block b's registers live from its load to its use
 #pragma unroll
-  for (int b = 0; b < kAhead; ++b) load_register_fed_block(wbuf[b], tile, lane_offset, (kb0 + b) * block_stride);
-  if (wait_after_register_fed_loads<kAhead>(wbuf, a)) return;
+  for (int b = 0; b < kAtEntry; ++b) load_register_fed_block(wbuf[b], row, b);
+  if (wait_after_register_fed_loads<kAtEntry>(wbuf, a)) return;
 
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + register_fed_xs_offset(M, a.K));
   stage_register_fed_activations<PREQUANT, KB>(a, act, xs, kb0);
+#pragma unroll
+  for (int b = kAtEntry; b < kInFlight; ++b) load_register_fed_block(wbuf[b], row, b);
+  const int64_t ws_row = int64_t(row0 / kBlockK) * kblocks + kb0;
   __syncwarp();  // each warp reads back only its own slice
-
-  const int64_t ws_row = int64_t(row0 / kBlockK) * kblocks;
   float total[TOKEN_TILES][4];
 #pragma unroll
   for (int t = 0; t < TOKEN_TILES; ++t)
@@ -183,8 +187,8 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
     uint4 cur[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
-    if (b + kAhead < KB) load_register_fed_block(wbuf[b + kAhead], tile, lane_offset, (kb + kAhead) * block_stride);
-    const float w_scale = decode_scale(a.w_scale, ws_row + kb, a.e8m0);
+    if (b + kInFlight < KB) load_register_fed_block(wbuf[b + kInFlight], row, b + kInFlight);
+    const float w_scale = decode_scale(a.w_scale, ws_row + b, a.e8m0);
     float x_scale[TOKEN_TILES][2];  // tokens 8 t + 2 q, + 1 of this block (0 past M)
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t)
