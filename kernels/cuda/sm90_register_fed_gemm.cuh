@@ -15,7 +15,7 @@
 //   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
 //   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain weights only) into registers: the
 //   first two blocks before griddepcontrol.wait (the weight never depends on the previous kernel),
-//   then one as each is consumed.
+//   two more after the quantization, then one as each is consumed.
 //   Activations, after the wait: the warp quantizes its own K slice of every token (SPEC §3.1/3.2,
 //   the quantization kernels' code: bit-exact), a quad of lanes a (token, 128-block) pair, into
 //   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside; pre-quantized input is
@@ -43,9 +43,11 @@ namespace sgl_fp8::sm90 {
 // at 3 an SM, 8-32 bytes spilled at 1 token tile from 5 blocks, 16-280 bytes at 2 tiles from 3).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
 // Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
-// MMA), and in flight from the first MMA on (one more requested as each is consumed).
+// MMA), and in flight from the first MMA on (one more requested as each is consumed): tools/regmma_probe.cu's
+// kQuantize variant, whose ptxas hoisted its third and fourth blocks' loads above its first MMA (its SASS), took
+// 0.92x the wgmma ring kernel's time where the library instance with two in flight took 1.00x (session 38).
 constexpr int kRegisterFedAtEntry = 2;
-constexpr int kRegisterFedInFlight = 2;
+constexpr int kRegisterFedInFlight = 4;
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
