@@ -140,6 +140,21 @@ class LaunchCache {
     return nullptr;
   }
 
+  // Raise the kernel's dynamic shared memory limit to `bytes` where it is below (never lower it: a
+  // captured graph may launch the kernel with any size set before). The register-fed kernel's limit
+  // follows its launches instead of the device maximum: the limit, not only the launch's size, sets
+  // the SM's shared memory / L1 split, and its weight loads in flight need the L1 (session 38).
+  const char* fit_dynamic_smem(GemmKernel kernel, int device, int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Key key{reinterpret_cast<uintptr_t>(kernel), device, 0, 0};
+    auto it = smem_limit_.find(key);
+    if (it != smem_limit_.end() && it->second >= bytes) return nullptr;
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    if (e != cudaSuccess) return cudaGetErrorString(e);
+    smem_limit_[key] = bytes;
+    return nullptr;
+  }
+
   // How many clusters of `cluster` CTAs of `threads` threads with `smem` bytes can be resident at once.
   int max_active_clusters(GemmKernel kernel, int device, int cluster, int threads, int64_t smem) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -185,6 +200,7 @@ class LaunchCache {
   std::unordered_map<int, DeviceFacts> facts_;
   std::unordered_map<Key, int, KeyHash> prepared_;
   std::unordered_map<Key, int, KeyHash> clusters_;
+  std::unordered_map<Key, int64_t, KeyHash> smem_limit_;
 };
 
 
@@ -233,7 +249,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     if (plan.cost >= 0) {
       kernel = register_fed_instance(prequant, p.M, p.K);
       threads = sm90::kRegisterFedThreads;
-      if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+      if (const char* err = LaunchCache::get().fit_dynamic_smem(kernel, device, plan.smem_bytes)) return err;
     } else if (p.config.flags & sm90::kRegisterFed) {
       return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
     }
