@@ -436,14 +436,14 @@ constexpr int32_t kRegisterFedNeutralFlags = 8 | 64 | kBarrierExchangeFlag | 409
                                              kNoPairActivationsFlag;
 
 // Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16
-// tokens, one 16-row tile a CTA along grid.y (at most 65535), its shared memory within the device's.
+// tokens, its shared memory within the device's (one 16-row tile a CTA along grid.x).
 // (Shuffled weights keep the mma.sync ring kernel: with the shuffled layout's strides as runtime
 // values ptxas held every weight address in registers and spilled.)
 inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   const int64_t kb_per_warp = K / (kRegisterFedWarps * kBlockK);
   return !shuffled && K % (kRegisterFedWarps * kBlockK) == 0 && kb_per_warp >= 1 && kb_per_warp <= kRegisterFedBlocksPerWarpMax &&
          M >= 1 && M <= kRegisterFedMaxTokenTiles * 8 && N % kTileRows == 0 && N / kTileRows >= 1 &&
-         N / kTileRows <= 65535 && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
+         N / kTileRows < (int64_t(1) << 31) && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
 }
 
 // Whether the config asks for the kernel: its flag, or the default (M <= 2, a config of zeros and
@@ -455,7 +455,7 @@ inline bool register_fed_wanted(const GemmConfig& c, int64_t M) {
          c.blocks_per_sm == 0 && c.smem_stages == 0 && (c.flags & ~kRegisterFedNeutralFlags) == 0;
 }
 
-// Its plan: grid (1, N / 16, 1), no cluster; cost < 0 where it does not apply.
+// Its plan: N / 16 CTAs (row_groups; launched along grid.x), no cluster; cost < 0 where it does not apply.
 inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   GemmPlan plan;
   if (!register_fed_applies(N, K, M, shuffled, max_smem)) return plan;

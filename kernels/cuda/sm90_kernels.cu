@@ -372,7 +372,8 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.wgmma_layout = plan.wgmma_layout;
 
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(plan.k_split, plan.row_groups, plan.chunks);
+  // (The register-fed kernel's CTAs along x, as tools/regmma_probe.cu launched them.)
+  config.gridDim = plan.register_fed ? dim3(plan.row_groups, 1, 1) : dim3(plan.k_split, plan.row_groups, plan.chunks);
   config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = size_t(plan.smem_bytes);
   config.stream = static_cast<cudaStream_t>(stream);

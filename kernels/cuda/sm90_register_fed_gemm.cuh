@@ -10,7 +10,7 @@
 // K, which costs more with every token: from 4 tokens the wgmma ring kernel stays the default.
 //
 // What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
-//   CTA y (256 threads, 8 warps, 3 CTAs an SM at 1-8 tokens up to K = 4096) owns output rows [16 y, 16 y + 16) over the whole K;
+//   CTA x (256 threads, 8 warps, 3 CTAs an SM at 1-8 tokens up to K = 4096) owns output rows [16 y, 16 y + 16) over the whole K;
 //   warp w owns K blocks [w KB, (w + 1) KB), KB = K / 1024 (an instance per KB).
 //   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
 //   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain weights only) into registers: the
@@ -158,11 +158,11 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
   extern __shared__ __align__(16) uint8_t smem[];
   allow_next_grid_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const int M = a.M, kblocks = a.kblocks, row0 = int(blockIdx.y) * kTileRows, kb0 = warp * KB;
+  const int M = a.M, kblocks = a.kblocks, row0 = int(blockIdx.x) * kTileRows, kb0 = warp * KB;
   const uint8_t* row[2];  // this lane's chunk-0 pieces of the warp's first block (plain weights only)
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    row[h] = a.w + int64_t(blockIdx.y) * kTileRows * a.K + kb0 * unit_block_stride(false) +
+    row[h] = a.w + int64_t(blockIdx.x) * kTileRows * a.K + kb0 * unit_block_stride(false) +
              unit_lane_offset(lane, h, 0, a.K, false);
 
   uint4 wbuf[KB][4];  // fully unrolled: block b's registers live from its load to its use
