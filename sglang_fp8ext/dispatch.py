@@ -52,11 +52,10 @@ CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(,
 # with the whole shared memory, 2048 = the wgmma ring kernel's exchange through the cluster
 # barrier instead of the direct (512) or async (4 warpgroups) one (the same bits), 4096 = the wgmma ring kernel's block scales
 # decoded in its MMA loop (the same bits, slower with e8m0), 8192 / 16384 = the wgmma ring kernel's
-# paired activations wherever they fit / nowhere (the same bits), 32768 / 65536 = the register-fed
-# kernel wherever it applies (plain weights, K a multiple of 1024 up to 8192, M <= 16) / never (it is the default
-# at M <= 2); each gives a correct output.
+# paired activations wherever they fit / nowhere (the same bits), 32768 = the register-fed kernel
+# (plain weights, K a multiple of 1024 up to 8192, M <= 16; never a default); each gives a correct output.
 # The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
-TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 16384 | 32768 | 65536
+TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 16384 | 32768
 
 
 def table_flags_ok(flags: int) -> bool:

@@ -154,10 +154,10 @@ def test_tune_candidates():
     # plus the plan without the register kernel's staging stage (flag 8), with two staging
     # stages, the register kernel where the ring kernel is the default (flag 32), spread
     # clusters (flag 64) and the wgmma ring kernel's co-resident variant (flag 512), with its own
-    # plan, with k_split 1 and with the whole shared memory (flag 1024)
+    # plan, with k_split 1 and with the whole shared memory (flag 1024), and the register-fed kernel (flag 32768)
     expected = {(k, 0, 0, b, 0) for k in (0, 1, 2, 4, 8) for b in (0, 2)} - {(0, 0, 0, 0, 0)}
     assert configs == expected | {(0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64),
-                                  (0, 0, 0, 0, 512), (1, 0, 0, 0, 512), (0, 0, 0, 0, 1536)}
+                                  (0, 0, 0, 0, 512), (1, 0, 0, 0, 512), (0, 0, 0, 0, 1536), (0, 0, 0, 0, 32768)}
     # every candidate's flags are ones a table may name (not diagnostics)
     assert all(dispatch.table_flags_ok(c[4]) for c in configs)
     # K = 512 has 4 blocks: no k_split of 8; e8m0 and N = 2112: no cuBLASLt

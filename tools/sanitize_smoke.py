@@ -11,9 +11,8 @@ k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async excha
 paired activations (flag 8192) at k_split 4 and at k_split 2 with the barrier exchange, and a
 weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
 the refilled ring, and at M = 16 its whole-shared-memory instance); 4096x1024, whose default takes no
-K split up to 8 tokens (session 27); the register-fed kernel (the default at M = 1 for every K that is a
-multiple of 1024, plain weights, bf16 and pre-quantized input; forced by flag 32768 at 13 and 16, 2 token
-tiles). --quick (racecheck): 5120x4096, 272x1024 and 4096x1024 at
+K split up to 8 tokens (session 27); the register-fed kernel (flag 32768, M <= 16, every K that is a
+multiple of 1024). --quick (racecheck): 5120x4096, 272x1024 and 4096x1024 at
 M = 1, 16 and 24."""
 
 import torch
@@ -43,7 +42,7 @@ for n, k in SHAPES:
             fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
             if m <= 16:  # the register kernel where the ring kernel is the default, 3 staging stages
                 torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32, 3])
-                # the register-fed kernel (the default up to 2 tokens; forced here at 13 and 16 too)
+                # the register-fed kernel (config flag 32768; 1 and 2 token tiles)
                 try:
                     torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32768])
                 except RuntimeError as e:  # K not a multiple of 1024: the documented error

@@ -99,10 +99,8 @@ enum GemmFlags : int32_t {
   // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
   kDecodeScalesInLoop = 4096,
   // Not diagnostic: the register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (plain
-  // weights, K a multiple of 1024 up to 8192, M <= 16), else the plan error; by default it serves M <= 2.
+  // weights, K a multiple of 1024 up to 8192, M <= 16), else the plan error. Never a default.
   kRegisterFed = kRegisterFedFlag,
-  // Not diagnostic: never the register-fed kernel (the kernels' plans as before it; for A/B runs).
-  kNoRegisterFed = kNoRegisterFedFlag,
 };
 // Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
 // partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,

@@ -147,10 +147,8 @@ struct RingSmemLayout {
 constexpr int kRegisterFedWarps = 8;
 constexpr int kRegisterFedBlocksPerWarpMax = 8;  // instances for K = 1024 .. 8192
 constexpr int kRegisterFedMaxTokenTiles = 2;     // M <= 16
-// GemmConfig.flags bits: kRegisterFedFlag asks for the kernel wherever it applies (else the plan
-// error); kNoRegisterFedFlag keeps it out where it would run by default (sm90_gemm_plan.h).
+// GemmConfig.flags bit that asks for the kernel wherever it applies (else the plan error).
 constexpr int kRegisterFedFlag = 32768;
-constexpr int kNoRegisterFedFlag = 65536;
 SGL_FP8_HD int64_t register_fed_act_offset(int64_t chunk, int token, int M) { return (chunk * M + token) * 64; }
 SGL_FP8_HD int64_t register_fed_xs_offset(int M, int64_t K) { return int64_t(M) * K; }
 SGL_FP8_HD int64_t register_fed_red_offset(int M, int64_t K) {

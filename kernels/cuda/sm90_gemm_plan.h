@@ -423,17 +423,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
 }
 
 // ---- the register-fed kernel (sm90_register_fed_gemm.cuh) ------------------------------------
-// By default it serves M <= kRegisterFedDefaultMaxTokens with
-// a config that names no other kernel. Its probe (tools/regmma_probe.cu kQuantize, H200, session 37)
-// took 0.89-0.96x the wgmma ring kernel's time at 1 token and 0.90-0.92x at 2 on 5120x4096,
-// 4608x4096 and 4096x2048, even at 4 and 1.22-1.33x at 8 (each CTA quantizes every token's whole
-// K); docs/sm90.md, session 38, has the library instance's own measurements.
-constexpr int kRegisterFedDefaultMaxTokens = 2;
+// Only where a config's flags ask for it (kRegisterFedFlag): measured against the kernels' own plans
+// at 1-2 tokens it was no faster on the large Qwen shapes and slowed the decode step (session 38).
 constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
-// Flags that say nothing about this kernel (they tune the others without naming one): a config of
-// only these and zeros takes the default.
-constexpr int32_t kRegisterFedNeutralFlags = 8 | 64 | kBarrierExchangeFlag | 4096 | kPairActivationsFlag |
-                                             kNoPairActivationsFlag;
 
 // Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16
 // tokens, its shared memory within the device's (one 16-row tile a CTA along grid.x).
@@ -446,14 +438,8 @@ inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, bool shuffled,
          N / kTileRows < (int64_t(1) << 31) && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
 }
 
-// Whether the config asks for the kernel: its flag, or the default (M <= 2, a config of zeros and
-// neutral flags), and not kNoRegisterFedFlag.
-inline bool register_fed_wanted(const GemmConfig& c, int64_t M) {
-  if (c.flags & kNoRegisterFedFlag) return false;
-  if (c.flags & kRegisterFedFlag) return true;
-  return M <= kRegisterFedDefaultMaxTokens && c.k_split == 0 && c.warps == 0 && c.tiles_per_block == 0 &&
-         c.blocks_per_sm == 0 && c.smem_stages == 0 && (c.flags & ~kRegisterFedNeutralFlags) == 0;
-}
+// Whether the config asks for the kernel.
+inline bool register_fed_wanted(const GemmConfig& c) { return (c.flags & kRegisterFedFlag) != 0; }
 
 // Its plan: N / 16 CTAs (row_groups; launched along grid.x), no cluster; cost < 0 where it does not apply.
 inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {

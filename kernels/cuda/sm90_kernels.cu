@@ -78,24 +78,22 @@ GemmKernel wgmma_ring_instance(int token_tiles, bool co_resident, int max_tiles,
 }
 
 // The register-fed kernel: an instance per token tiles (1-2) and K blocks a warp (K / 1024: 1-8).
-template <int TOKEN_TILES, bool PREQUANT>
+template <int TOKEN_TILES>
 GemmKernel register_fed_instance_for(int64_t K) {
   switch (K / (sm90::kRegisterFedWarps * sm90::kBlockK)) {
-    case 1: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 1, PREQUANT>;
-    case 2: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 2, PREQUANT>;
-    case 3: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 3, PREQUANT>;
-    case 4: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 4, PREQUANT>;
-    case 5: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 5, PREQUANT>;
-    case 6: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 6, PREQUANT>;
-    case 7: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 7, PREQUANT>;
-    default: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 8, PREQUANT>;
+    case 1: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 1>;
+    case 2: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 2>;
+    case 3: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 3>;
+    case 4: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 4>;
+    case 5: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 5>;
+    case 6: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 6>;
+    case 7: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 7>;
+    default: return sm90::register_fed_gemm_sm90<TOKEN_TILES, 8>;
   }
 }
 
-// Pre-quantized input (scaled_gemm) takes no config, so only the default's instances (1 token tile).
-GemmKernel register_fed_instance(bool prequant, int64_t M, int64_t K) {
-  if (prequant) return register_fed_instance_for<1, true>(K);
-  return sm90::token_tiles_for(M) <= 1 ? register_fed_instance_for<1, false>(K) : register_fed_instance_for<2, false>(K);
+GemmKernel register_fed_instance(int64_t M, int64_t K) {
+  return sm90::token_tiles_for(M) <= 1 ? register_fed_instance_for<1>(K) : register_fed_instance_for<2>(K);
 }
 
 struct DeviceFacts {
@@ -137,21 +135,6 @@ class LaunchCache {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem));
     if (e != cudaSuccess) return cudaGetErrorString(e);
     prepared_.emplace(key, 1);
-    return nullptr;
-  }
-
-  // Raise the kernel's dynamic shared memory limit to `bytes` where it is below (never lower it: a
-  // captured graph may launch the kernel with any size set before). The register-fed kernel's limit
-  // follows its launches instead of the device maximum: the limit, not only the launch's size, sets
-  // the SM's shared memory / L1 split, and its weight loads in flight need the L1 (session 38).
-  const char* fit_dynamic_smem(GemmKernel kernel, int device, int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const Key key{reinterpret_cast<uintptr_t>(kernel), device, 0, 0};
-    auto it = smem_limit_.find(key);
-    if (it != smem_limit_.end() && it->second >= bytes) return nullptr;
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-    if (e != cudaSuccess) return cudaGetErrorString(e);
-    smem_limit_[key] = bytes;
     return nullptr;
   }
 
@@ -200,7 +183,6 @@ class LaunchCache {
   std::unordered_map<int, DeviceFacts> facts_;
   std::unordered_map<Key, int, KeyHash> prepared_;
   std::unordered_map<Key, int, KeyHash> clusters_;
-  std::unordered_map<Key, int64_t, KeyHash> smem_limit_;
 };
 
 
@@ -241,18 +223,15 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
   CUtensorMap weight_map = {}, weight_map_short = {};
-  // The register-fed kernel (sm90_register_fed_gemm.cuh) first, where the config asks for it (by
-  // default up to 2 tokens: sm90::register_fed_wanted) and it applies (plain weights, K % 1024 == 0,
-  // K <= 8192, M <= 16). Forced by its flag where it does not apply: the plan error.
-  if (sm90::register_fed_wanted(p.config, p.M) && !(prequant && sm90::token_tiles_for(p.M) > 1)) {
-    plan = sm90::plan_register_fed_gemm(p.N, p.K, p.M, p.w_shuffled, facts.max_smem);
-    if (plan.cost >= 0) {
-      kernel = register_fed_instance(prequant, p.M, p.K);
-      threads = sm90::kRegisterFedThreads;
-      if (const char* err = LaunchCache::get().fit_dynamic_smem(kernel, device, plan.smem_bytes)) return err;
-    } else if (p.config.flags & sm90::kRegisterFed) {
-      return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
-    }
+  // The register-fed kernel (sm90_register_fed_gemm.cuh) where the config's flags ask for it (quantizing
+  // input only: scaled_gemm takes no config), where it applies (plain weights, K % 1024 == 0, K <= 8192,
+  // M <= 16); else the plan error.
+  if (sm90::register_fed_wanted(p.config)) {
+    plan = prequant ? GemmPlan{} : sm90::plan_register_fed_gemm(p.N, p.K, p.M, p.w_shuffled, facts.max_smem);
+    if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
+    kernel = register_fed_instance(p.M, p.K);
+    threads = sm90::kRegisterFedThreads;
+    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
   }
   // (Its index math is 32-bit: row groups x tiles below 2^32, K blocks x k_split below 2^22.)
   const bool wgmma_index_range = p.N / sm90::kTileRows * facts.sms < (int64_t(1) << 32) && p.K < (int64_t(1) << 26);

@@ -1,25 +1,31 @@
-// sm_90 register-fed GEMM: the fused op (and scaled_gemm) for 1-2 tokens by default, and up to 16
-// tokens where a config asks for it (kRegisterFedFlag).
+// sm_90 register-fed GEMM: the fused op for 1-16 tokens where a config asks for it (flag
+// kRegisterFedFlag, 32768: tools/config_ab.py, a tuned table). Not a default: measured against the
+// kernels' own plans it was no faster (below).
 //
-// Why: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy landing, and its
-// stream + MMAs alone reach 0.62-0.66 of the bandwidth floor on the large Qwen shapes. Many small
-// CTAs whose warps consume their own loads as they return overlap the MMAs with the stream instead:
-// tools/regmma_probe.cu measured this structure (sessions 35-37; docs/sm90.md) at 0.81-0.89 of the
-// floor at 1-4 tokens without quantizing, and quantizing in the kernel at 0.89-0.96x the fused op's
-// time at 1 token and 0.90-0.92x at 2. Each CTA quantizes every token's activations over the whole
-// K, which costs more with every token: from 4 tokens the wgmma ring kernel stays the default.
+// Why it was built: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy
+// landing. Many small CTAs whose warps consume their own loads as they return overlap the MMAs
+// with the stream instead: tools/regmma_probe.cu's kQuantize variant of this structure took
+// 0.89-0.96x the fused op's time at 1-2 tokens on the Qwen shapes (session 37).
+// What this machine code measured as the default at 1-2 tokens (H200, session 38, docs/sm90.md;
+// binary against binary with the kernels' own plans, the 7 SPEC §6 shapes): back to back 0.94-0.97x
+// on 4096x1024 and 4096x2048, 1.00-1.09x on 5120x4096 and 4608x4096, 1.02-1.05x on 8192x1024 and
+// 1.24-1.30x on 1536x4096 (96 CTAs); after a copy kernel 0.88-0.91x on 4096x1024, 0.97-0.98x on
+// 2112x7168 at 1 token, 1.04-1.12x on the large shapes and 8192x1024; the decode step 0.8-0.9 %
+// slower at batch 1-2. In one run the probe took 7.29 us on 5120x4096 at 1 token and this kernel
+// 8.11 (call 3): a gap that the weight blocks in flight (2 or 4), the dynamic shared memory limit
+// and the grid's axis did not close.
 //
 // What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
-//   CTA x (256 threads, 8 warps, 3 CTAs an SM at 1-8 tokens up to K = 4096) owns output rows [16 y, 16 y + 16) over the whole K;
-//   warp w owns K blocks [w KB, (w + 1) KB), KB = K / 1024 (an instance per KB).
+//   CTA x (256 threads, 8 warps; 3 CTAs an SM with 1 token tile up to K = 4096, else 2) owns output
+//   rows [16 x, 16 x + 16) over the whole K; warp w owns K blocks [w KB, (w + 1) KB), KB = K / 1024
+//   (an instance per KB and token tiles).
 //   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
 //   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain weights only) into registers: the
 //   first two blocks before griddepcontrol.wait (the weight never depends on the previous kernel),
 //   two more after the quantization, then one as each is consumed.
 //   Activations, after the wait: the warp quantizes its own K slice of every token (SPEC §3.1/3.2,
 //   the quantization kernels' code: bit-exact), a quad of lanes a (token, 128-block) pair, into
-//   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside; pre-quantized input is
-//   copied and its scales decoded.
+//   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside.
 //   Per block: 8 mma.sync m16n8k16 (weight and activations e4m3 -> f16, exact; fp32 accumulate:
 //   SPEC §3.4's P) into a fresh accumulator, then total += P * (xs * ws).
 //   Epilogue: the 8 warps' partials through shared memory, summed in warp order by one thread an
@@ -43,9 +49,10 @@ namespace sgl_fp8::sm90 {
 // at 3 an SM, 8-32 bytes spilled at 1 token tile from 5 blocks, 16-280 bytes at 2 tiles from 3).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
 // Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
-// MMA), and in flight from the first MMA on (one more requested as each is consumed): tools/regmma_probe.cu's
-// kQuantize variant, whose ptxas hoisted its third and fourth blocks' loads above its first MMA (its SASS), took
-// 0.92x the wgmma ring kernel's time where the library instance with two in flight took 1.00x (session 38).
+// MMA), and in flight from the first MMA on (one more requested as each is consumed), as ptxas scheduled the
+// probe's kQuantize variant (its SASS). Measured in session 38: two in flight (8bf097e) took 0.92-1.02x the time
+// of four back to back and 0.94-1.00x after a copy kernel; four are what the GPU suite and the sanitizers ran
+// (docs/sm90.md, Next steps).
 constexpr int kRegisterFedAtEntry = 2;
 constexpr int kRegisterFedInFlight = 4;
 
@@ -107,48 +114,33 @@ __device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src,
   return qp;
 }
 
-// The warp's K slice (blocks [kb0, kb0 + KB)) of every token into shared memory: e4m3 at
-// register_fed_act_offset, scales (as fp32 values) at xs[token][block].
-template <bool PREQUANT, int KB>
-__device__ __forceinline__ void stage_register_fed_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
-                                                               int kb0) {
+// The warp's K slice (blocks [kb0, kb0 + KB)) of every token, quantized into shared memory: e4m3 at
+// register_fed_act_offset, scales (as fp32 values) at xs[token][block]. Pass p: pair 8 p + g (the warp's
+// block pair / M, token pair % M), lane q of the quad its 32 values at 32 q.
+template <int KB>
+__device__ __forceinline__ void quantize_register_fed_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
+                                                                  int kb0) {
   const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
   const int M = a.M, kblocks = a.kblocks;
-  if constexpr (PREQUANT) {
-    const uint8_t* x = static_cast<const uint8_t*>(a.x);
-    constexpr int kUnitsPerToken = KB * 8;  // 16-byte units: 2 chunks of 64 bytes a block
-    for (int i = lane; i < M * kUnitsPerToken; i += 32) {
-      const int token = i / kUnitsPerToken, unit = i % kUnitsPerToken;
-      const int64_t chunk = 2 * kb0 + unit / 4;
-      *reinterpret_cast<uint4*>(act + register_fed_act_offset(chunk, token, M) + 16 * (unit % 4)) =
-          load_shared_readonly_16B(x + token * a.x_row_stride + chunk * 64 + 16 * (unit % 4));
-    }
-    for (int i = lane; i < M * KB; i += 32) {
-      const int token = i / KB, kb = kb0 + i % KB;
-      xs[token * kblocks + kb] = decode_scale(a.x_scale, token * a.x_scale_stride_m + kb * a.x_scale_stride_kb, a.e8m0);
-    }
-  } else {
-    // pass p: pair 8 p + g (the warp's block pair / M, token pair % M), lane q of the quad its 32 values at 32 q
-    const int pairs = M * KB;
-    for (int pass = 0; pass < (pairs + 7) / 8; ++pass) {
-      const int pair = 8 * pass + g;
-      const bool live = pair < pairs;
-      const int token = live ? pair % M : 0, kb = kb0 + (live ? pair / M : 0);
-      const uint16_t* src = static_cast<const uint16_t*>(a.x) + token * a.x_row_stride + kb * kBlockK + 32 * q;
-      uint4 bytes[2];
-      const GroupQuantParams qp = a.x_is_fp16 ? quantize_quad_share<true>(src, live, a.e8m0, bytes)
-                                              : quantize_quad_share<false>(src, live, a.e8m0, bytes);
-      if (live) {
-        uint8_t* dst = act + register_fed_act_offset(2 * kb + (q >> 1), token, M) + 32 * (q & 1);
-        *reinterpret_cast<uint4*>(dst) = bytes[0];
-        *reinterpret_cast<uint4*>(dst + 16) = bytes[1];
-        if (q == 0) xs[token * kblocks + kb] = qp.scale;
-      }
+  const int pairs = M * KB;
+  for (int pass = 0; pass < (pairs + 7) / 8; ++pass) {
+    const int pair = 8 * pass + g;
+    const bool live = pair < pairs;
+    const int token = live ? pair % M : 0, kb = kb0 + (live ? pair / M : 0);
+    const uint16_t* src = static_cast<const uint16_t*>(a.x) + token * a.x_row_stride + kb * kBlockK + 32 * q;
+    uint4 bytes[2];
+    const GroupQuantParams qp = a.x_is_fp16 ? quantize_quad_share<true>(src, live, a.e8m0, bytes)
+                                            : quantize_quad_share<false>(src, live, a.e8m0, bytes);
+    if (live) {
+      uint8_t* dst = act + register_fed_act_offset(2 * kb + (q >> 1), token, M) + 32 * (q & 1);
+      *reinterpret_cast<uint4*>(dst) = bytes[0];
+      *reinterpret_cast<uint4*>(dst + 16) = bytes[1];
+      if (q == 0) xs[token * kblocks + kb] = qp.scale;
     }
   }
 }
 
-template <int TOKEN_TILES, int KB, bool PREQUANT>
+template <int TOKEN_TILES, int KB>
 __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(TOKEN_TILES, KB))
     register_fed_gemm_sm90(const GemmKernelArgs a) {
   static_assert(TOKEN_TILES >= 1 && TOKEN_TILES <= kRegisterFedMaxTokenTiles, "1 or 2 token tiles (M <= 16)");
@@ -172,7 +164,7 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
 
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + register_fed_xs_offset(M, a.K));
-  stage_register_fed_activations<PREQUANT, KB>(a, act, xs, kb0);
+  quantize_register_fed_activations<KB>(a, act, xs, kb0);
 #pragma unroll
   for (int b = kAtEntry; b < kInFlight; ++b) load_register_fed_block(wbuf[b], row, b);
   const int64_t ws_row = int64_t(row0 / kBlockK) * kblocks + kb0;
