@@ -44,9 +44,10 @@
 
 namespace sgl_fp8::sm90 {
 
-// CTAs an SM the launch bounds ask for: 3 (80 registers a thread) with 1 token tile and up to 4 K blocks a warp
-// (every SPEC §6 shape but 2112x7168, whose 132 CTAs take one SM each anyway); else 2, 128 registers (ptxas -v:
-// at 3 an SM, 8-32 bytes spilled at 1 token tile from 5 blocks, 16-280 bytes at 2 tiles from 3).
+// CTAs an SM the launch bounds ask for: 3 (80 registers a thread; ptxas -v spills 16 bytes at 4 blocks) with 1
+// token tile and up to 4 K blocks a warp (every SPEC §6 shape but 2112x7168, whose 132 CTAs take one SM each
+// anyway); else 2, 128 registers (at 3 an SM ptxas spilled 96 bytes at 1 token tile with 5 blocks, 144 with 8,
+// 332 at 2 tiles with 8).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
 // Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
 // MMA), and in flight from the first MMA on (one more requested as each is consumed), as ptxas scheduled the
