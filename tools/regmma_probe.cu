@@ -138,25 +138,11 @@ __device__ __forceinline__ void store_to_cluster(uint32_t address, float v) {
 }
 
 // kQuantize: lane t of a quad quantizes the 32 bf16 values at 32 t of token tok's 128-group kb of x [m][k] (SPEC
-// §3.1, fp32 scale: the library's code), the quad's 4 lanes together the group; every lane of the warp takes
-// part in the shuffles (a lane that is not `live` brings zeros). Its 32 e4m3 bytes in K order into `bytes`.
+// §3.1, fp32 scale: the library's quantize_quad_share), the quad's 4 lanes together the group; every lane of the
+// warp takes part in the shuffles (a lane that is not `live` brings zeros). Its 32 e4m3 bytes in K order into `bytes`.
 __device__ __forceinline__ GroupQuantParams quantize_32_of_group(const uint8_t* act, int k, int tok, int kb, int t,
                                                                  bool live, uint4 (&bytes)[2]) {
-  uint4 raw[4];
-  const uint4* src = reinterpret_cast<const uint4*>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) raw[i] = live ? load_shared_readonly_16B(src + i) : make_uint4(0u, 0u, 0u, 0u);
-  const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<false, 4>(raw), false, 0xffffffffu);
-  uint2 q[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v[8];
-    unpack_8(raw[i], false, v);
-    q[i] = e4m3x8_of(v, qp.inverse_scale);
-  }
-  bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
-  bytes[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
-  return qp;
+  return quantize_quad_share<false>(act + ((size_t)tok * k + (size_t)kb * 128 + 32 * t) * 2, live, false, bytes);
 }
 
 // The wait for the previous grid, with the weight loads issued at entry kept above it (session 37). ptxas

@@ -94,6 +94,30 @@ __device__ __forceinline__ void unpack_8(const uint4 raw, bool fp16, float (&v)[
   }
 }
 
+// Lane q of a quad quantizes the 32 values at 32 q of a 128-group (`src` points at them; a lane that
+// is not `live` brings zeros, and every lane of the warp takes part in the shuffles): its 32 e4m3
+// bytes in K order into `bytes`, and the group's parameters. The register-fed GEMM's (and
+// tools/regmma_probe.cu's) quantization.
+template <bool FP16>
+__device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src, bool live, bool ue8m0,
+                                                                uint4 (&bytes)[2]) {
+  uint4 raw[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    raw[i] = live ? load_shared_readonly_16B(static_cast<const uint4*>(src) + i) : make_uint4(0u, 0u, 0u, 0u);
+  const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<FP16, 4>(raw), ue8m0, 0xffffffffu);
+  uint2 q[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v[8];
+    unpack_8(raw[i], FP16, v);
+    q[i] = e4m3x8_of(v, qp.inverse_scale);
+  }
+  bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
+  bytes[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
+  return qp;
+}
+
 // One half-warp per 128-group, grid-stride over rows x K/128 groups.
 __global__ void __launch_bounds__(kQuantThreads) per1x128_quant_sm90(const QuantParams p) {
   wait_for_previous_grid();

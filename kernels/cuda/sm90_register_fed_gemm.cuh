@@ -92,29 +92,6 @@ __device__ __forceinline__ bool wait_after_register_fed_loads(const uint4 (&wbuf
   return false;
 }
 
-// Lane q of a quad quantizes the 32 values at 32 q of a 128-group (`src` points at them; a lane that
-// is not `live` brings zeros, and every lane of the warp takes part in the shuffles): its 32 e4m3
-// bytes in K order into `bytes`, and the group's parameters.
-template <bool FP16>
-__device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src, bool live, bool ue8m0,
-                                                                uint4 (&bytes)[2]) {
-  uint4 raw[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    raw[i] = live ? load_shared_readonly_16B(static_cast<const uint4*>(src) + i) : make_uint4(0u, 0u, 0u, 0u);
-  const GroupQuantParams qp = group_params_over_lanes<4>(raw_magnitude_key<FP16, 4>(raw), ue8m0, 0xffffffffu);
-  uint2 q[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float v[8];
-    unpack_8(raw[i], FP16, v);
-    q[i] = e4m3x8_of(v, qp.inverse_scale);
-  }
-  bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
-  bytes[1] = make_uint4(q[2].x, q[2].y, q[3].x, q[3].y);
-  return qp;
-}
-
 // The warp's K slice (blocks [kb0, kb0 + KB)) of every token, quantized into shared memory: e4m3 at
 // register_fed_act_offset, scales (as fp32 values) at xs[token][block]. Pass p: pair 8 p + g (the warp's
 // block pair / M, token pair % M), lane q of the quad its 32 values at 32 q.
