@@ -47,10 +47,6 @@ using sgl_fp8::GroupQuantParams;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
-  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
-}
-
 // One 128-K block of this thread's two rows: chunk c's row-g piece in [2c], row g + 8's in [2c + 1].
 __device__ __forceinline__ void load_block(uint4 (&dst)[4], const uint8_t* row_g, const uint8_t* row_g8, int block) {
 #pragma unroll

@@ -270,4 +270,9 @@ __device__ __forceinline__ unsigned sm_id() {
 __device__ __forceinline__ void wait_for_previous_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void allow_next_grid_launch() { asm volatile("griddepcontrol.launch_dependents;"); }
 
+// 32-bit word s (0..3) of a 16-byte value (the MMA loops' fragments).
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
+  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
+}
+
 }  // namespace sgl_fp8::sm90

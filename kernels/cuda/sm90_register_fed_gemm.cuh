@@ -57,10 +57,6 @@ constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_t
 constexpr int kRegisterFedAtEntry = 2;
 constexpr int kRegisterFedInFlight = 4;
 
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
-  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
-}
-
 // Block b of the warp (plain weights): piece [2 chunk + half] = row g + 8 half at unit_k_of(lane, chunk), at
 // row[half] + chunk * unit_chunk_stride + b * unit_block_stride (compile-time offsets: with the shuffled
 // layout's strides as runtime values ptxas held every address in registers and spilled).
