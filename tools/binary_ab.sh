@@ -12,7 +12,7 @@
 #   e2e     tools/e2e_decode_bench.py --batches ${SGL_FP8_AB_E2E_BATCHES:-1,8} --replays 30
 #   ab_none, ab_copy   tools/config_ab.py --configs default, back to back or --after copy (a torch copy
 #           kernel before every GEMM, as in a decode step); SGL_FP8_AB_SHAPES, SGL_FP8_AB_MS,
-#           SGL_FP8_AB_SCALES choose the points
+#           SGL_FP8_AB_SCALES choose the points, SGL_FP8_AB_CONFIGS the configs (default: "default")
 #   e2e_profile   tools/e2e_kernel_profile.py (the decode step's kernels, each one's marginal time)
 #   seq     tools/sequence_profile.py --sequences "$SGL_FP8_AB_SEQ" (GEMMs among other kernels)
 #   tests   pytest -m gpu (once, in the first round only)
@@ -65,8 +65,8 @@ for r in $(seq 1 "$rounds"); do
             timeout 120 $PY tools/e2e_decode_bench.py --batches "${SGL_FP8_AB_E2E_BATCHES:-1,8}" --replays 30 \
               --out "$res/e2e_${v}_r$r.json" >"$res/e2e_${v}_r$r.txt" 2>&1
             echo "round $r $v e2e rc=$?";;
-          ab_none|ab_copy)  # tools/config_ab.py, the default config only, back to back or after a copy kernel
-            timeout ${SGL_FP8_AB_TIMEOUT:-200} $PY tools/config_ab.py --configs default --after "${step#ab_}" \
+          ab_none|ab_copy)  # tools/config_ab.py (the default config unless SGL_FP8_AB_CONFIGS), back to back or after a copy kernel
+            timeout ${SGL_FP8_AB_TIMEOUT:-200} $PY tools/config_ab.py --configs "${SGL_FP8_AB_CONFIGS:-default}" --after "${step#ab_}" \
               --shapes "${SGL_FP8_AB_SHAPES:-5120x4096,4608x4096,4096x2048}" --ms "${SGL_FP8_AB_MS:-1,4,8,16}" \
               --scales "${SGL_FP8_AB_SCALES:-fp32}" --out "$res/${step}_${v}_r$r" >"$res/${step}_${v}_r$r.txt" 2>&1
             echo "round $r $v $step rc=$?"

@@ -101,24 +101,26 @@ def report_e2e(res, versions):
 
 
 def report_config_ab(res, kind, versions):
-    """tools/config_ab.py's default config per version (kind: ab_none or ab_copy)."""
+    """tools/config_ab.py per version (kind: ab_none or ab_copy): a table per config it timed (the
+    default unless SGL_FP8_AB_CONFIGS named others), each version against the first, config for config."""
     runs = {v: load_rounds(res, kind, v) for v in versions}
     base = versions[0]
     if not runs[base]:
         return
-    print(f"{kind} (tools/config_ab.py --after {kind[3:]}): us of {base}; then each version's time / {base}'s "
-          "in the same round")
     rounds = sorted(runs[base])
-    points = lambda result: {(r["N"], r["K"], r["M"], r["scale"]): r["us"].get("default") for r in result["rows"]}
-    for key in sorted(points(runs[base][rounds[0]])):
-        n, k, m, scale = key
-        line = f"{f'{n}x{k}':>10} {m:>3} {scale:>5} "
-        line += " ".join(f"{points(runs[base][r])[key] or float('nan'):>10.2f}" for r in rounds)
-        for v in versions[1:]:
-            for r in rounds:
-                mine, theirs = points(runs[v].get(r, {"rows": []})).get(key), points(runs[base][r])[key]
-                line += f" {mine / theirs:>10.3f}" if mine and theirs else f" {'-':>10}"
-        print(line)
+    for config in runs[base][rounds[0]].get("configs", ["default"]):
+        print(f"{kind} (tools/config_ab.py --after {kind[3:]}), config {config}: us of {base}; then each version's "
+              f"time / {base}'s in the same round")
+        points = lambda result: {(r["N"], r["K"], r["M"], r["scale"]): r["us"].get(config) for r in result["rows"]}
+        for key in sorted(points(runs[base][rounds[0]])):
+            n, k, m, scale = key
+            line = f"{f'{n}x{k}':>10} {m:>3} {scale:>5} "
+            line += " ".join(f"{points(runs[base][r]).get(key) or float('nan'):>10.2f}" for r in rounds)
+            for v in versions[1:]:
+                for r in rounds:
+                    mine, theirs = points(runs[v].get(r, {"rows": []})).get(key), points(runs[base][r]).get(key)
+                    line += f" {mine / theirs:>10.3f}" if mine and theirs else f" {'-':>10}"
+            print(line)
 
 
 def report_e2e_profile(res, versions):

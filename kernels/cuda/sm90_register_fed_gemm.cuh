@@ -36,7 +36,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "sm90_block_scaled_gemm.cuh"  // GemmKernelArgs, decode_scale, store_output
+#include "sm90_block_scaled_gemm.cuh"  // GemmKernelArgs, decode_scale_bits, store_output
 #include "sm90_gemm_layout.h"
 #include "sm90_gemm_plan.h"
 #include "sm90_ptx.cuh"
@@ -68,19 +68,35 @@ __device__ __forceinline__ void load_register_fed_block(uint4 (&dst)[4], const u
       dst[2 * c + h] = load_streaming_16B(row[h] + c * unit_chunk_stride(false) + b * unit_block_stride(false));
 }
 
-// The wait for the previous grid, with the weight loads issued before it kept above it. ptxas (CUDA
-// 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so that
+// Lane b < KB of the warp holds the scale of the warp's block b as loaded (fp32 bits, or the e8m0 byte), loaded at
+// entry with the weight (neither depends on the previous kernel); block b's MMAs take it by a shuffle
+// (decode_scale_bits): one register a lane, not KB. Loaded in the block loop behind the e8m0 branch instead
+// (session 38's machine code), each block's scale was requested only after the previous block's MMAs, a global
+// load a block; the probe, whose fp32 scales ptxas hoisted above its first MMA, was 0.8-1.0 us faster on the
+// large shapes (docs/sm90.md, sessions 38-39).
+template <int KB>
+__device__ __forceinline__ uint32_t load_register_fed_scale(const GemmKernelArgs& a, int64_t first) {
+  const int lane = threadIdx.x & 31;
+  if (lane >= KB) return 0u;
+  return a.e8m0 ? uint32_t(static_cast<const uint8_t*>(a.w_scale)[first + lane])
+                : static_cast<const uint32_t*>(a.w_scale)[first + lane];
+}
+
+// The wait for the previous grid, with the weight and scale loads issued before it kept above it. ptxas
+// (CUDA 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so that
 // they would wait for the previous launch to end (session 37 found every register-fed probe doing
 // so). A use of them on a branch that is never taken (the launcher never launches M < 1) keeps them
 // above the wait; .ci/check_sm90.py checks the SASS. Returns true on that branch.
 template <int AHEAD, int BLOCKS>
-__device__ __forceinline__ bool wait_after_register_fed_loads(const uint4 (&wbuf)[BLOCKS][4], const GemmKernelArgs& a) {
+__device__ __forceinline__ bool wait_after_register_fed_loads(const uint4 (&wbuf)[BLOCKS][4], uint32_t scale_bits,
+                                                              const GemmKernelArgs& a) {
   if (a.M < 1) {
     uint32_t fold = 0;
 #pragma unroll
     for (int b = 0; b < AHEAD; ++b)
 #pragma unroll
       for (int i = 0; i < 4; ++i) fold ^= wbuf[b][i].x ^ wbuf[b][i].y ^ wbuf[b][i].z ^ wbuf[b][i].w;
+    fold ^= scale_bits;
     static_cast<uint32_t*>(a.out)[threadIdx.x] = fold;
     return true;
   }
@@ -134,14 +150,14 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
   uint4 wbuf[KB][4];  // fully unrolled: block b's registers live from its load to its use
 #pragma unroll
   for (int b = 0; b < kAtEntry; ++b) load_register_fed_block(wbuf[b], row, b);
-  if (wait_after_register_fed_loads<kAtEntry>(wbuf, a)) return;
+  const uint32_t ws_bits = load_register_fed_scale<KB>(a, int64_t(row0 / kBlockK) * kblocks + kb0);
+  if (wait_after_register_fed_loads<kAtEntry>(wbuf, ws_bits, a)) return;
 
   uint8_t* act = smem;
   float* xs = reinterpret_cast<float*>(smem + register_fed_xs_offset(M, a.K));
   quantize_register_fed_activations<KB>(a, act, xs, kb0);
 #pragma unroll
   for (int b = kAtEntry; b < kInFlight; ++b) load_register_fed_block(wbuf[b], row, b);
-  const int64_t ws_row = int64_t(row0 / kBlockK) * kblocks + kb0;
   __syncwarp();  // each warp reads back only its own slice
   float total[TOKEN_TILES][4];
 #pragma unroll
@@ -156,7 +172,7 @@ __global__ void __launch_bounds__(kRegisterFedThreads, register_fed_ctas_per_sm(
 #pragma unroll
     for (int i = 0; i < 4; ++i) cur[i] = wbuf[b][i];
     if (b + kInFlight < KB) load_register_fed_block(wbuf[b + kInFlight], row, b + kInFlight);
-    const float w_scale = decode_scale(a.w_scale, ws_row + b, a.e8m0);
+    const float w_scale = decode_scale_bits(__shfl_sync(0xffffffffu, ws_bits, b), a.e8m0);
     float x_scale[TOKEN_TILES][2];  // tokens 8 t + 2 q, + 1 of this block (0 past M)
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t)
