@@ -33,6 +33,7 @@ import stream_ceiling as sc  # noqa: E402  (nvcc lookup, rotated-copy count, the
 CU_SOURCE = os.path.join(HERE, "regmma_probe.cu")
 TOLERANCE = 4e-3  # SPEC §3.4, per output row
 FLAG6 = [0, 0, 64, 0, 6]  # the fused op: every copy at entry, its stream and MMAs alone
+REGISTER_FED = [0, 0, 0, 0, 32768]  # the fused op's register-fed kernel (sm90_register_fed_gemm.cuh), forced
 # (code, name, checked): the probe's variants (regmma_probe.cu); the diagnostic ones give garbage outputs
 VARIANTS = [
     (0, "regmma probe", True),
@@ -230,7 +231,8 @@ def run(args) -> dict:
         del weights
         torch.cuda.empty_cache()
         points = [] if args.no_fused else (
-            [(m, "fused default", None) for m in args.ms] + [(m, "fused flag 6", FLAG6) for m in args.ms])
+            [(m, "fused default", None) for m in args.ms] + [(m, "fused flag 6", FLAG6) for m in args.ms]
+            + [(m, "fused register-fed", REGISTER_FED) for m in args.ms if m <= 16 and k % 1024 == 0])
         for m, name, _config, us in sc.time_fused(n, k, points, copies, args.replays, device) if points else ():
             floor_us = op_bytes(n, k, m, False) / copy_tbps / 1e6
             rows.append({"N": n, "K": k, "M": m, "variant": name, "us": us, "floor_us": floor_us,
@@ -245,7 +247,7 @@ def print_table(result: dict) -> None:
         by.setdefault((r["N"], r["K"], r["M"]), {})[r["variant"]] = r
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git']}  copy {result['copy_TBps']:.2f} TB/s")
     present = {r["variant"] for r in result["rows"]}
-    names = [name for _, name, _ in VARIANTS if name in present] + ["fused default", "fused flag 6"]
+    names = [name for _, name, _ in VARIANTS if name in present] + ["fused default", "fused flag 6", "fused register-fed"]
     print("us (floor/us) per point; columns: " + " | ".join(names))
     for (n, k, m), v in sorted(by.items(), key=lambda x: (-x[0][0] * x[0][1], x[0][2])):
         cells = [f"{v[x]['us']:6.2f} ({v[x]['floor_over_us']:.3f})" if x in v else "      -        " for x in names]
