@@ -1,19 +1,18 @@
 // sm_90 register-fed GEMM: the fused op for 1-16 tokens where a config asks for it (flag
-// kRegisterFedFlag, 32768: tools/config_ab.py, a tuned table). Not a default: measured against the
-// kernels' own plans it was no faster (below).
+// kRegisterFedFlag, 32768: tools/config_ab.py, the tuned table). Not the kernels' own plan anywhere:
+// against it, it is faster on some shapes and slower on others (below); the table takes it where it won.
 //
 // Why it was built: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy
 // landing. Many small CTAs whose warps consume their own loads as they return overlap the MMAs
 // with the stream instead: tools/regmma_probe.cu's kQuantize variant of this structure took
 // 0.89-0.96x the fused op's time at 1-2 tokens on the Qwen shapes (session 37).
-// What this machine code measured as the default at 1-2 tokens (H200, session 38, docs/sm90.md;
-// binary against binary with the kernels' own plans, the 7 SPEC §6 shapes): back to back 0.94-0.97x
-// on 4096x1024 and 4096x2048, 1.00-1.09x on 5120x4096 and 4608x4096, 1.02-1.05x on 8192x1024 and
-// 1.24-1.30x on 1536x4096 (96 CTAs); after a copy kernel 0.88-0.91x on 4096x1024, 0.97-0.98x on
-// 2112x7168 at 1 token, 1.04-1.12x on the large shapes and 8192x1024; the decode step 0.8-0.9 %
-// slower at batch 1-2. In one run the probe took 7.29 us on 5120x4096 at 1 token and this kernel
-// 8.11 (call 3): a gap that the weight blocks in flight (2 or 4), the dynamic shared memory limit
-// and the grid's axis did not close.
+// What it measured on an H200 (docs/sm90.md, sessions 38-39): as the default at 1-2 tokens (session 38's machine
+// code, binary against binary with the kernels' own plans, the 7 SPEC §6 shapes) back to back 0.94-0.97x on
+// 4096x1024 and 4096x2048, 1.00-1.09x on 5120x4096 and 4608x4096, 1.24-1.30x on 1536x4096 (96 CTAs); after a copy
+// kernel 0.88-0.91x on 4096x1024, 1.04-1.12x on the large shapes; the decode step 0.8-0.9 % slower. The probe was
+// 0.8 us faster on the large shapes; loading the block scales at entry (session 39) took the gap on 5120x4096 to
+// 0.3 us and this kernel to 0.93-0.97x its time back to back (0.88x on 2112x7168). With it `tune --after copy` puts
+// flag 32768 in the shipped table for 4096x1024 at 1-2 tokens, 2112x7168 at 1 (and 2, fp32) and 4096x2048 at 1.
 //
 // What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
 //   CTA x (256 threads, 8 warps; 3 CTAs an SM with 1 token tile up to K = 4096, else 2) owns output
@@ -21,8 +20,8 @@
 //   (an instance per KB and token tiles).
 //   Weight: each lane loads the register kernel's four 16-byte pieces of each of its blocks (rows g
 //   and g + 8 at K bytes [16q, +16) and [64 + 16q, +16); plain weights only) into registers: the
-//   first two blocks before griddepcontrol.wait (the weight never depends on the previous kernel),
-//   two more after the quantization, then one as each is consumed.
+//   first two blocks before griddepcontrol.wait (the weight never depends on the previous kernel), then
+//   one as each is consumed (two in flight); the warp's block scales at entry too, a lane a block.
 //   Activations, after the wait: the warp quantizes its own K slice of every token (SPEC §3.1/3.2,
 //   the quantization kernels' code: bit-exact), a quad of lanes a (token, 128-block) pair, into
 //   shared memory as e4m3 with the fp32 (or e8m0-valued) scales beside.
@@ -50,12 +49,13 @@ namespace sgl_fp8::sm90 {
 // 332 at 2 tiles with 8).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
 // Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
-// MMA), and in flight from the first MMA on (one more requested as each is consumed), as ptxas scheduled the
-// probe's kQuantize variant (its SASS). Measured in session 38: two in flight (8bf097e) took 0.92-1.02x the time
-// of four back to back and 0.94-1.00x after a copy kernel; four are what the GPU suite and the sanitizers ran
-// (docs/sm90.md, Next steps).
+// MMA), and in flight from the first MMA on (one more requested as each is consumed). Two in flight, not four
+// (as ptxas had scheduled the probe's kQuantize variant): binary against binary on an H200 they took 0.92-1.02x
+// the time of four back to back and 0.94-1.00x after a copy kernel (session 38, 8bf097e), and with the scales
+// loaded at entry 0.95-0.97x at 4 and 7 blocks a warp where identical machine code (1-2 blocks) measured
+// 0.97-0.99x (session 39); no instance spills (ptxas -v), where four spilled 16-20 bytes at 4, 7 and 8 blocks.
 constexpr int kRegisterFedAtEntry = 2;
-constexpr int kRegisterFedInFlight = 4;
+constexpr int kRegisterFedInFlight = 2;
 
 // Block b of the warp (plain weights): piece [2 chunk + half] = row g + 8 half at unit_k_of(lane, chunk), at
 // row[half] + chunk * unit_chunk_stride + b * unit_block_stride (compile-time offsets: with the shuffled
