@@ -10,9 +10,11 @@
 // code, binary against binary with the kernels' own plans, the 7 SPEC §6 shapes) back to back 0.94-0.97x on
 // 4096x1024 and 4096x2048, 1.00-1.09x on 5120x4096 and 4608x4096, 1.24-1.30x on 1536x4096 (96 CTAs); after a copy
 // kernel 0.88-0.91x on 4096x1024, 1.04-1.12x on the large shapes; the decode step 0.8-0.9 % slower. The probe was
-// 0.8 us faster on the large shapes; loading the block scales at entry (session 39) took the gap on 5120x4096 to
-// 0.3 us and this kernel to 0.93-0.97x its time back to back (0.88x on 2112x7168). With it `tune --after copy` puts
-// flag 32768 in the shipped table for 4096x1024 at 1-2 tokens, 2112x7168 at 1 (and 2, fp32) and 4096x2048 at 1.
+// 0.8 us faster on the large shapes; loading the block scales at entry (session 39) took that gap on 5120x4096 to
+// 0.3 us (0.88-0.97x session 38's time back to back), and two blocks in flight took 0.95-0.97x more at 4-7 blocks
+// a warp. Back to back it is now 0.90-0.97x the kernels' own plans' time on the Qwen shapes at 1-2 tokens, after a
+// copy kernel still slower on the large ones; `tune --after copy` puts flag 32768 in the shipped table for
+// 4096x1024 at 1-2 tokens, 2112x7168 at 1 (and 2, fp32) and 4096x2048 at 1.
 //
 // What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
 //   CTA x (256 threads, 8 warps; 3 CTAs an SM with 1 token tile up to K = 4096, else 2) owns output
