@@ -516,7 +516,9 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
 def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
     """The table the package ships for the H200 parses with the loader fp8_block_linear uses, was
     measured on an H200, covers every SPEC §6 shape x scale format at M = 1..32, and never names a
-    path that cannot run its entry (cuBLASLt only where eligible; no diagnostic kernel flags)."""
+    path that cannot run its entry (cuBLASLt only where eligible; no diagnostic kernel flags; the
+    register-fed kernel, flag 32768, only where its plan applies: K a multiple of 1024 up to 8192,
+    at most 16 tokens, N a multiple of 16 — elsewhere the op raises its plan error)."""
     path = os.path.join(dispatch.package_config_dir(), "nvidia_h200.json")
     device, groups = dispatch.load_table_file(path)
     assert device == "NVIDIA H200"
@@ -533,3 +535,5 @@ def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
                     assert dispatch.scaled_mm_eligible(H200, n, k, e8m0=scale == "e8m0", shuffled=False), (n, k, m)
                 if config is not None:
                     assert dispatch.table_flags_ok(config[4]), config
+                    if config[4] & 32768:
+                        assert k % 1024 == 0 and k <= 8192 and m <= 16 and n % 16 == 0, (n, k, m, config)
