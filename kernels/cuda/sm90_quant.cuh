@@ -110,7 +110,19 @@ __device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src,
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float v[8];
-    unpack_8(raw[i], FP16, v);
+    if constexpr (FP16) {
+      // cvt.f32.f16 (exact, as the ring kernels' prologue converts): fp16_bits_to_f32's portable decode
+      // compiled to a branch region a value here (its subnormal and non-finite cases)
+      const uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+      }
+    } else {
+      unpack_8(raw[i], false, v);
+    }
     q[i] = e4m3x8_of(v, qp.inverse_scale);
   }
   bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
