@@ -53,7 +53,8 @@ CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(,
 # barrier instead of the direct (512) or async (4 warpgroups) one (the same bits), 4096 = the wgmma ring kernel's block scales
 # decoded in its MMA loop (the same bits, slower with e8m0), 8192 / 16384 = the wgmma ring kernel's
 # paired activations wherever they fit / nowhere (the same bits), 32768 = the register-fed kernel
-# (plain weights, K a multiple of 1024 up to 8192, M <= 16; never a default); each gives a correct output.
+# (plain weights, K a multiple of 1024 up to 8192, M <= 16; not the kernels' own plan, the shipped H200
+# table names it where it won); each gives a correct output.
 # The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
 TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 16384 | 32768
 

@@ -210,23 +210,6 @@ struct GroupCursor {
   }
 };
 
-// 8 activation values (16 bytes of bf16 or fp16) as fp32, exact.
-template <bool FP16>
-__device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    if constexpr (FP16) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));  // cvt.f32.f16: exact
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
-    } else {
-      v[2 * j] = __uint_as_float(words[j] << 16);
-      v[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
-    }
-  }
-}
-
 // What the prologue does once its first activation loads are in flight (every thread calls it
 // once, the warp converged): nothing, or (the wgmma ring kernel) request the weight copies that
 // were held back so as not to queue in front of those loads.

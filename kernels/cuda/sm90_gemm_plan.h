@@ -423,8 +423,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
 }
 
 // ---- the register-fed kernel (sm90_register_fed_gemm.cuh) ------------------------------------
-// Only where a config's flags ask for it (kRegisterFedFlag): measured against the kernels' own plans
-// at 1-2 tokens it was no faster on the large Qwen shapes and slowed the decode step (session 38).
+// Only where a config's flags ask for it (kRegisterFedFlag; the shipped H200 table does at 9 of its 1-2-token
+// points): after a copy kernel, as in a decode step, it is slower than the kernels' own plans on the large Qwen
+// shapes (docs/sm90.md, sessions 38-39), so no plan takes it by default.
 constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
 
 // Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16

@@ -94,6 +94,23 @@ __device__ __forceinline__ void unpack_8(const uint4 raw, bool fp16, float (&v)[
   }
 }
 
+// 8 activation values (16 bytes of bf16 or fp16) as fp32, exact.
+template <bool FP16>
+__device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (FP16) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));  // cvt.f32.f16: exact
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    } else {
+      v[2 * j] = __uint_as_float(words[j] << 16);
+      v[2 * j + 1] = __uint_as_float(words[j] & 0xFFFF0000u);
+    }
+  }
+}
+
 // Lane q of a quad quantizes the 32 values at 32 q of a 128-group (`src` points at them; a lane that
 // is not `live` brings zeros, and every lane of the warp takes part in the shuffles): its 32 e4m3
 // bytes in K order into `bytes`, and the group's parameters. The register-fed GEMM's (and
@@ -110,19 +127,11 @@ __device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src,
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float v[8];
-    if constexpr (FP16) {
-      // cvt.f32.f16 (exact, as the ring kernels' prologue converts): fp16_bits_to_f32's portable decode
-      // compiled to a branch region a value here (its subnormal and non-finite cases)
-      const uint32_t words[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[j]));
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-      }
-    } else {
+    // fp16 by cvt.f32.f16 (unpack_8_as): unpack_8's portable decode compiled to a branch region a value here
+    if constexpr (FP16)
+      unpack_8_as<true>(raw[i], v);
+    else
       unpack_8(raw[i], false, v);
-    }
     q[i] = e4m3x8_of(v, qp.inverse_scale);
   }
   bytes[0] = make_uint4(q[0].x, q[0].y, q[1].x, q[1].y);
