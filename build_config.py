@@ -32,7 +32,7 @@ CPU_SOURCES = ["sglang_fp8ext/csrc/registration.cpp", "sglang_fp8ext/csrc/cpu_op
 # The GPU glue is one file for both vendors (torch hipifies it on ROCm); the kernels are
 # torch-free translation units implementing kernels/common/gpu_launch.h.
 GPU_GLUE_SOURCES = ["sglang_fp8ext/csrc/gpu_ops.cpp"]
-CUDA_KERNEL_SOURCES = ["kernels/cuda/sm90_kernels.cu"]
+CUDA_KERNEL_SOURCES = ["kernels/sm90/sm90_kernels.cu"]
 
 
 def select_backend(torch, environ) -> str:
@@ -49,7 +49,7 @@ def select_backend(torch, environ) -> str:
 
 
 def hip_kernel_sources(root: Path):
-    return sorted(str(p.relative_to(root)) for p in (root / "kernels" / "hip").glob("*.hip"))
+    return sorted(str(p.relative_to(root)) for p in (root / "kernels" / "gfx950").glob("*.hip"))
 
 
 def sources_for(backend: str, root: Path):

@@ -1,8 +1,8 @@
 """Ahead-of-time build of sglang_fp8ext._C.
 
 The backend is chosen by the torch that is installed (SPEC §1):
-  * torch with CUDA  -> CPU ops + sm_90a CUDA kernels (kernels/cuda), nvcc
-  * torch with ROCm  -> CPU ops + gfx950 HIP kernels (kernels/hip), for PYTORCH_ROCM_ARCH
+  * torch with CUDA  -> CPU ops + sm_90a CUDA kernels (kernels/sm90), nvcc
+  * torch with ROCm  -> CPU ops + gfx950 HIP kernels (kernels/gfx950), for PYTORCH_ROCM_ARCH
   * CPU-only torch   -> CPU ops only
 SGL_FP8_BUILD=cpu forces the CPU-only library on any torch. Nothing is compiled at import time.
 """

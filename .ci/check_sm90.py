@@ -1,6 +1,6 @@
 """CI check of the sm_90 kernels on a machine without a GPU (issue 3, item 7).
 
-Compiles kernels/cuda/sm90_kernels.cu alone with nvcc and exactly the wheel's flags
+Compiles kernels/sm90/sm90_kernels.cu alone with nvcc and exactly the wheel's flags
 (build_config.NVCC_FLAGS, sm_90a), then reads the SASS with cuobjdump and fails when
   * the compile fails, or ptxas reports a stack frame above the allowance below;
   * a register- or mma.sync-ring-kernel GEMM instance lacks tensor-core MMAs (HMMA) or the e4m3

@@ -46,7 +46,7 @@ PATHS = ("fused", "scaled_mm", "aiter", "unfused")
 SCALES = ("fp32", "e8m0")
 CONFIG_DIR_ENV = "SGL_FP8_CONFIG_DIR"
 CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)]
-# Flag bits a table may use (sm_90, kernels/cuda/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
+# Flag bits a table may use (sm_90, kernels/sm90/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
 # shared-memory staging stage, 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync
 # ring kernel, 512 = the wgmma ring kernel's co-resident variant, 1024 (with 512) = that variant
 # with the whole shared memory, 2048 = the wgmma ring kernel's exchange through the cluster

@@ -1,4 +1,4 @@
-// Host-side check of the gfx950 kernels' lane and offset formulas (kernels/hip/gfx950_mfma_layout.h)
+// Host-side check of the gfx950 kernels' lane and offset formulas (kernels/gfx950/gfx950_mfma_layout.h)
 // against SPEC §4 (weight layouts) and §7 (MFMA operand layout). Built with the host C++ compiler
 // by tests/test_gfx950_lanes.py.
 //
@@ -19,8 +19,8 @@
 #include <tuple>
 #include <vector>
 
-#include "hip/gfx950_mfma_layout.h"
-#include "hip/gfx950_numerics.h"
+#include "gfx950/gfx950_mfma_layout.h"
+#include "gfx950/gfx950_numerics.h"
 
 using namespace sgl_fp8;
 using namespace sgl_fp8::gfx950;

@@ -1,5 +1,5 @@
-// CPU check of the sm_90 GEMM's index formulas (kernels/cuda/sm90_gemm_layout.h) and launch plan
-// (kernels/cuda/sm90_gemm_plan.h). Built and run by tests/test_sm90_layout.py; prints one line
+// CPU check of the sm_90 GEMM's index formulas (kernels/sm90/sm90_gemm_layout.h) and launch plan
+// (kernels/sm90/sm90_gemm_plan.h). Built and run by tests/test_sm90_layout.py; prints one line
 // per failed check and "checks=N failures=F" last; exits non-zero on any failure.
 #include <cstdio>
 #include <cstdlib>
@@ -7,8 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "cuda/sm90_gemm_layout.h"
-#include "cuda/sm90_gemm_plan.h"
+#include "sm90/sm90_gemm_layout.h"
+#include "sm90/sm90_gemm_plan.h"
 #include "h200_residency.h"
 
 using namespace sgl_fp8;

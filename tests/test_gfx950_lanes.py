@@ -1,6 +1,6 @@
 """CPU checks of the gfx950 kernels' lane and offset formulas (issue 4, item 3c).
 
-The formulas live in kernels/hip/gfx950_mfma_layout.h, a plain C++ header that the HIP kernels and
+The formulas live in kernels/gfx950/gfx950_mfma_layout.h, a plain C++ header that the HIP kernels and
 the host compiler both build. tests/gfx950_lanes_check.cpp includes it and checks, for every lane:
 the MFMA operand map against SPEC §7 for both operands (same K permutation inside each 128-block),
 the weight bytes each lane loads against SPEC §4 in the plain and the shuffled layout (every
@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "gfx950_lanes_check.cpp"
-HIP_DIR = ROOT / "kernels" / "hip"
+HIP_DIR = ROOT / "kernels" / "gfx950"
 
 
 @pytest.fixture(scope="module")

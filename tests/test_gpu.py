@@ -183,7 +183,7 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         assert ran >= 2, (n, k, M, ran)
 
 
-REGISTER_FED = 32768  # config flag (kernels/cuda/sm90_gemm_layout.h kRegisterFedFlag)
+REGISTER_FED = 32768  # config flag (kernels/sm90/sm90_gemm_layout.h kRegisterFedFlag)
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])

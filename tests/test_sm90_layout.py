@@ -1,4 +1,4 @@
-"""CPU checks of the sm_90 GEMM's index formulas and launch plan (kernels/cuda/sm90_gemm_layout.h,
+"""CPU checks of the sm_90 GEMM's index formulas and launch plan (kernels/sm90/sm90_gemm_layout.h,
 sm90_gemm_plan.h): every lane loads SPEC §4's bytes in both layouts, a unit's 2 KB are covered
 once, the weight and activation operands share one K permutation, the activation reads are free
 of bank conflicts, the wgmma ring kernel's weight and e4m3 activation bytes sit where the TMA's

@@ -1,6 +1,6 @@
 """Where the sm_90 GEMM's time goes across back-to-back launches: a per-CTA timeline.
 
-With diagnostic flag 16 (kTimeline, kernels/cuda/sm90_block_scaled_gemm.cuh) thread 0 of every CTA
+With diagnostic flag 16 (kTimeline, kernels/sm90/sm90_block_scaled_gemm.cuh) thread 0 of every CTA
 writes the global nanosecond timer at its phase boundaries into the output tensor (which then holds
 no GEMM result):
 

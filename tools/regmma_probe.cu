@@ -35,9 +35,9 @@
 #include <stdint.h>
 
 // The library's own wrappers: the streaming load, cvt e4m3x2 -> f16x2, mma.sync m16n8k16, griddepcontrol.
-#include "../kernels/cuda/sm90_ptx.cuh"
+#include "../kernels/sm90/sm90_ptx.cuh"
 // kQuantize: the library's bit-exact 1x128 quantization (SPEC §3.1): magnitude keys, group parameters, e4m3x8_of.
-#include "../kernels/cuda/sm90_quant.cuh"
+#include "../kernels/sm90/sm90_quant.cuh"
 
 namespace {
 

@@ -36,8 +36,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "../kernels/cuda/sm90_gemm_layout.h"  // kTileRows, kBlockK, kWgmmaWarpGroups
-#include "../kernels/cuda/sm90_ptx.cuh"  // the kernels' 16-byte streaming load, wgmma fence/commit/wait, descriptors
+#include "../kernels/sm90/sm90_gemm_layout.h"  // kTileRows, kBlockK, kWgmmaWarpGroups
+#include "../kernels/sm90/sm90_ptx.cuh"  // the kernels' 16-byte streaming load, wgmma fence/commit/wait, descriptors
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The wgmma ring kernel's default launch plans on an H200, computed on the CPU from
-// kernels/cuda/sm90_gemm_plan.h with the H200's measured cluster residency
+// kernels/sm90/sm90_gemm_plan.h with the H200's measured cluster residency
 // (tests/h200_residency.h): one line per shape and token count. Diff two trees' tables to see
 // which plans a change of the cost model moves before measuring them on the GPU:
 //
@@ -16,7 +16,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/sm90_gemm_plan.h"
+#include "sm90/sm90_gemm_plan.h"
 #include "../tests/h200_residency.h"
 
 using namespace sgl_fp8;

@@ -37,8 +37,8 @@
 #include <type_traits>
 
 // The fused kernel's own tensor map and tensor copy (its weight copies, exactly).
-#include "../kernels/cuda/sm90_ptx.cuh"         // tensor_copy_3d_to_shared (evict_first)
-#include "../kernels/cuda/sm90_weight_map.h"    // encode_ring_weight_map
+#include "../kernels/sm90/sm90_ptx.cuh"         // tensor_copy_3d_to_shared (evict_first)
+#include "../kernels/sm90/sm90_weight_map.h"    // encode_ring_weight_map
 
 namespace {
 

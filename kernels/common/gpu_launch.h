@@ -1,8 +1,8 @@
 // The interface between the torch glue (sglang_fp8ext/csrc/gpu_ops.cpp) and the device code.
 //
 // Free of torch, CUDA and HIP headers: the same declarations are implemented by the sm_90
-// kernels (kernels/cuda/sm90_kernels.cu) on CUDA builds and by the gfx950 kernels
-// (kernels/hip/*.hip) on ROCm builds. The glue validates every argument (op_checks.h) before
+// kernels (kernels/sm90/sm90_kernels.cu) on CUDA builds and by the gfx950 kernels
+// (kernels/gfx950/*.hip) on ROCm builds. The glue validates every argument (op_checks.h) before
 // filling these structs, so launchers may assume SPEC §2's shape rules hold.
 //
 // Every launcher enqueues its work on `stream` (a cudaStream_t / hipStream_t), never

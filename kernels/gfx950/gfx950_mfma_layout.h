@@ -1,6 +1,6 @@
 // Lane and offset formulas of the gfx950 small-M GEMM (SPEC §4, §7), in one place.
 //
-// Plain C++ on purpose: the HIP kernels (kernels/hip/*.hip) call these functions for every index
+// Plain C++ on purpose: the HIP kernels (kernels/gfx950/*.hip) call these functions for every index
 // they compute, and tests/test_gfx950_lanes.py compiles this same header with the host C++
 // compiler and checks every lane against SPEC §4 and §7. No HIP types, no device intrinsics.
 //

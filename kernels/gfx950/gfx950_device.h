@@ -13,7 +13,7 @@
 #include "gfx950_numerics.h"
 
 #if defined(__HIP_DEVICE_COMPILE__) && !defined(__gfx950__)
-#error "kernels/hip/*.hip target gfx950 only (OCP e4m3 MFMA and conversions); build with --offload-arch=gfx950"
+#error "kernels/gfx950/*.hip target gfx950 only (OCP e4m3 MFMA and conversions); build with --offload-arch=gfx950"
 #endif
 
 namespace sgl_fp8 {
