@@ -1,0 +1,323 @@
+"""``python -m sglang_fp8ext report``: docs/benchmarks.md generated from the committed results.
+
+Input: the JSON that ``python -m sglang_fp8ext bench`` writes on a GPU (default docs/perf/h200.json)
+and, optionally, the JSON of ``tools/e2e_decode_bench.py`` (default docs/perf/h200_decode_step.json).
+The page is a pure function of those files: fixed formatting, no clock, no environment, so that a test
+can regenerate it and require the committed page to be byte for byte the same.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import sys
+from typing import List, Optional
+
+BENCH_DEFAULT = os.path.join("docs", "perf", "h200.json")
+DECODE_DEFAULT = os.path.join("docs", "perf", "h200_decode_step.json")
+PAGE_DEFAULT = os.path.join("docs", "benchmarks.md")
+
+NOT_RECORDED = "not recorded"
+# Known peers of bench.py, in the order the tables show them, with their column titles. Any other
+# peer a JSON carries follows them in order of first appearance, titled by its own name.
+PEER_TITLES = {
+    "quant+scaled_mm(cuBLASLt)": "cuBLASLt",
+    "quant+scaled_gemm": "unfused",
+    "bf16_linear": "bf16",
+}
+SCALE_TITLES = {
+    "fp32": "fp32 block scales",
+    "e8m0": "e8m0 block scales (power-of-two weight scales, ue8m0 activation scales)",
+}
+# Alternative key names a JSON may use for the same environment field.
+DRIVER_KEYS = ("driver", "driver_version", "nvidia_driver")
+CUDA_KEYS = ("cuda", "cuda_version", "cuda_runtime", "torch_cuda")
+
+KNOWN_LIMITS = [
+    "**17-32 tokens.** There DeepGEMM's `fp8_gemm_nt` after a 1x128 quant kernel ties or beats the "
+    "fused op: 0.84-0.96x its time at 32 tokens on 5 of the 7 SPEC §6 shapes (H200, decode order, "
+    "measured outside `bench`, which does not time DeepGEMM yet: issue 50). See [design](design/sm90.md).",
+    "**Fraction of the floor.** The op reaches {floor_range} of the copy-bandwidth floor: a fixed cost "
+    "per call (the activation prologue, the split-K exchange, the launch) that the weight stream does not "
+    "hide at these sizes. See [design](design/sm90.md).",
+    "**gfx950.** The gfx950 kernels are compiled and their ISA checked in CI, and their lane and offset "
+    "formulas are checked on the CPU, but they have never executed on MI355X hardware (issue 48); no "
+    "figure on this page is from AMD. See [design](design/gfx950.md).",
+]
+
+
+def repo_root() -> str:
+    """The source tree holding this package, when there is one (docs/ beside it); else the cwd."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isdir(os.path.join(here, "docs")):
+        return here
+    return os.getcwd()
+
+
+def load(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def fmt(x: Optional[float], digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def geomean(values: List[float]) -> Optional[float]:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def field(d: dict, keys) -> str:
+    for key in keys:
+        value = d.get(key)
+        if value not in (None, "", "unknown"):
+            return str(value)
+    return NOT_RECORDED
+
+
+def peer_names(rows: List[dict]) -> List[str]:
+    seen: List[str] = []
+    for row in rows:
+        for name in row.get("peers", {}):
+            if name not in seen:
+                seen.append(name)
+    known = [name for name in PEER_TITLES if name in seen]
+    return known + [name for name in seen if name not in PEER_TITLES]
+
+
+def peer_title(name: str) -> str:
+    return PEER_TITLES.get(name, name)
+
+
+def scale_formats(rows: List[dict]) -> List[str]:
+    seen: List[str] = []
+    for row in rows:
+        if row["scale"] not in seen:
+            seen.append(row["scale"])
+    return [s for s in SCALE_TITLES if s in seen] + [s for s in seen if s not in SCALE_TITLES]
+
+
+def speedup(row: dict, name: str) -> Optional[float]:
+    t = row.get("peers", {}).get(name)
+    return None if t is None else t / row["fused_us"]
+
+
+def environment(bench: dict, decode: Optional[dict]) -> List[str]:
+    torch_version = field(bench, ("torch",))
+    cuda = field(bench, CUDA_KEYS)
+    if cuda == NOT_RECORDED and "+cu" in torch_version:
+        cuda = f"{NOT_RECORDED} (torch build tag `{torch_version.split('+', 1)[1]}`)"
+    lines = [
+        "## Environment",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| GPU | {field(bench, ('device',))} |",
+        f"| device UUID | {field(bench, ('device_uuid',))} |",
+        f"| driver | {field(bench, DRIVER_KEYS)} |",
+        f"| CUDA | {cuda} |",
+        f"| torch | {torch_version} |",
+        f"| commit measured (bench) | {field(bench, ('git',))} |",
+    ]
+    if decode is not None:
+        lines.append(f"| commit measured (decode step) | {field(decode, ('git',))} |")
+    copy = bench.get("copy_TBps")
+    lines.append(f"| device-to-device copy rate | {NOT_RECORDED if copy is None else f'{copy:.2f} TB/s'} |")
+    return lines
+
+
+def method(bench: dict, peers: List[str]) -> List[str]:
+    copies = bench.get("weight_copies", NOT_RECORDED)
+    replays = bench.get("replays", NOT_RECORDED)
+    return [
+        "## Method",
+        "",
+        f"`python -m sglang_fp8ext bench`: for each (N, K, M) and scale format, a CUDA graph calls the op once "
+        f"on each of {copies} rotated weight copies (more bytes than L2: cold weights, as in decode); a figure "
+        f"is the median over {replays} replays of that graph divided by the number of calls. Activations are "
+        "random bf16, weights random FP8 with random fp32 or power-of-two (e8m0) block scales.",
+        "The floor is the op's bytes (weight + block scales + bf16 activations + bf16 output) over the "
+        "device-to-device copy rate measured in the same run; floor/fused is the fraction of it the op reaches.",
+        "Peers, timed the same way in the same run: cuBLASLt = our quant + `torch._scaled_mm` with blockwise "
+        "scales (e8m0 rows give it the same scales as fp32); unfused = our quant + `scaled_gemm`; bf16 = "
+        "`F.linear` on the dequantized bf16 weight. A peer's cell is its time in µs and, in parentheses, "
+        "peer / fused (above 1: the fused op is faster).",
+    ]
+
+
+def scale_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
+    sel = sorted((r for r in rows if r["scale"] == scale), key=lambda r: (-r["N"], -r["K"], r["M"]))
+    lines = [f"## {SCALE_TITLES.get(scale, scale)}", ""]
+    header = "| N | K | M | fused µs | floor µs | floor/fused |"
+    rule = "|---:|---:|---:|---:|---:|---:|"
+    for name in peers:
+        header += f" {peer_title(name)} µs (speedup) |"
+        rule += "---:|"
+    lines += [header, rule]
+    for r in sel:
+        line = (f"| {r['N']} | {r['K']} | {r['M']} | {fmt(r['fused_us'])} | {fmt(r['floor_us'])} | "
+                f"{fmt(r['floor_us'] / r['fused_us'], 3)} |")
+        for name in peers:
+            t = r.get("peers", {}).get(name)
+            line += " n/a |" if t is None else f" {fmt(t)} ({fmt(speedup(r, name))}x) |"
+        lines.append(line)
+    geo = f"| geometric mean | | | | | {fmt(geomean([r['floor_us'] / r['fused_us'] for r in sel]), 3)} |"
+    for name in peers:
+        g = geomean([speedup(r, name) for r in sel])
+        geo += " n/a |" if g is None else f" ({fmt(g)}x) |"
+    lines.append(geo)
+    return lines
+
+
+DECODE_COLUMNS = [  # (field, title, digits)
+    ("bf16_us", "bf16 µs", 2),
+    ("fp8_us", "fp8 fused µs", 2),
+    ("fp8_unfused_us", "fp8 unfused µs", 2),
+]
+
+
+def decode_section(decode: Optional[dict], bench_git: Optional[str] = None) -> List[str]:
+    lines = ["## Decode step", ""]
+    if decode is None:
+        return lines + [f"Decode-step results: {NOT_RECORDED}."]
+    config = decode.get("config", {})
+    model = ", ".join(f"{k} {v}" for k, v in config.items() if k not in ("replays", "prompt_len"))
+    lines.append(
+        f"`tools/e2e_decode_bench.py`: one decode step of a Qwen3-style model (transformers; "
+        f"{model or NOT_RECORDED}; random weights) captured as a CUDA graph, median of "
+        f"{config.get('replays', NOT_RECORDED)} replays, the KV cache growing from a "
+        f"{config.get('prompt_len', NOT_RECORDED)}-token prompt. fp8 = the same model with FP8 block-scale "
+        "projections (`fp8_block_linear`; unfused: `SGL_FP8_SMALLM=0`); lm_head stays bf16.")
+    note = f"GPU {field(decode, ('device',))}, torch {field(decode, ('torch',))}, commit {field(decode, ('git',))}"
+    decode_git = field(decode, ("git",))
+    if bench_git not in (None, NOT_RECORDED) and not (decode_git.startswith(bench_git) or bench_git.startswith(decode_git)):
+        note += f" (not the bench's commit {bench_git}: the kernels may differ)"
+    lines.append(note + ".")
+    lines.append("")
+    rows = decode.get("rows", [])
+    cols = [c for c in DECODE_COLUMNS if any(c[0] in r for r in rows)]
+    ratio = all(k in r for r in rows for k in ("fp8_us", "bf16_us"))
+    unfused = all(k in r for r in rows for k in ("fp8_us", "fp8_unfused_us"))
+    cos = any("fp8_logits_min_cos" in r for r in rows)
+    header = "| batch |" + "".join(f" {title} |" for _, title, _ in cols)
+    rule = "|---:|" + "---:|" * len(cols)
+    if ratio:
+        header += " fp8 / bf16 (time) |"
+        rule += "---:|"
+    if unfused:
+        header += " unfused / fused (speedup) |"
+        rule += "---:|"
+    if cos:
+        header += " logits min cos (fp8 vs bf16) |"
+        rule += "---:|"
+    lines += [header, rule]
+    for r in rows:
+        line = f"| {r.get('batch', 'n/a')} |" + "".join(f" {fmt(r.get(k), d)} |" for k, _, d in cols)
+        if ratio:
+            line += f" {fmt(r['fp8_us'] / r['bf16_us'], 3)} |"
+        if unfused:
+            line += f" {fmt(r['fp8_unfused_us'] / r['fp8_us'], 3)} |"
+        if cos:
+            line += f" {fmt(r.get('fp8_logits_min_cos'), 4)} |"
+        lines.append(line)
+    return lines
+
+
+def generate(bench: dict, decode: Optional[dict] = None) -> str:
+    rows = bench["rows"]
+    peers = peer_names(rows)
+    fractions = [r["floor_us"] / r["fused_us"] for r in rows]
+    floor_range = f"{min(fractions):.2f}-{max(fractions):.2f}" if fractions else NOT_RECORDED
+    shapes = ", ".join(f"{n}x{k}" for n, k in sorted({(r["N"], r["K"]) for r in rows}, key=lambda s: (-s[0], -s[1])))
+    ms = ", ".join(str(m) for m in sorted({r["M"] for r in rows}))
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Generated by `python -m sglang_fp8ext report --out docs/benchmarks.md` from docs/perf/*.json; "
+        "do not edit by hand (tests/test_report.py checks it). -->",
+        "",
+        f"The fused `smallm_gemm` (1x128 activation quant inside the FP8 block-scale GEMM) on "
+        f"{field(bench, ('device',))}, N x K = {shapes}, M = {ms} tokens. "
+        "Raw data: [perf/h200.json](perf/h200.json), plot: [perf/h200.png](perf/h200.png)"
+        + (", decode step: [perf/h200_decode_step.json](perf/h200_decode_step.json)." if decode is not None else "."),
+        "",
+    ]
+    lines += environment(bench, decode) + [""]
+    lines += method(bench, peers) + [""]
+    for scale in scale_formats(rows):
+        lines += scale_table(rows, scale, peers) + [""]
+    lines += decode_section(decode, field(bench, ("git",))) + [""]
+    lines += [
+        "## Reproduce",
+        "",
+        "On an H200, from the repository root with the extension built:",
+        "",
+        "```bash",
+        "python -m sglang_fp8ext bench --out docs/perf --name h200            # h200.json, h200.png",
+        "python tools/e2e_decode_bench.py --out docs/perf/h200_decode_step.json",
+        "python -m sglang_fp8ext report --out docs/benchmarks.md",
+        "```",
+        "",
+        "## Known limits",
+        "",
+    ]
+    lines += [f"* {text.format(floor_range=floor_range)}" for text in KNOWN_LIMITS]
+    return "\n".join(lines) + "\n"
+
+
+def resolve(path: Optional[str], default: str, required: bool) -> Optional[str]:
+    """An explicit path as given; the default relative to the repository root (else the cwd)."""
+    if path:
+        return path
+    candidate = os.path.join(repo_root(), default)
+    if os.path.exists(candidate) or required:
+        return candidate
+    return None
+
+
+def diff_summary(expected: str, actual: str, path: str, limit: int = 40) -> str:
+    diff = list(difflib.unified_diff(actual.splitlines(), expected.splitlines(), f"{path} (committed)",
+                                     f"{path} (generated)", lineterm="", n=0))
+    changed = sum(1 for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---")))
+    head = diff[:limit] + ([f"... ({len(diff) - limit} more diff lines)"] if len(diff) > limit else [])
+    return "\n".join([f"{path} differs from the generated page ({changed} lines changed):"] + head)
+
+
+def main(args) -> int:
+    bench_path = resolve(args.bench, BENCH_DEFAULT, required=True)
+    decode_path = resolve(args.decode, DECODE_DEFAULT, required=False)
+    try:
+        bench = load(bench_path)
+        decode = load(decode_path) if decode_path else None
+    except (OSError, ValueError) as e:
+        print(f"report: cannot read input: {e}", file=sys.stderr)
+        return 2
+    if "rows" not in bench or not all("floor_us" in r for r in bench["rows"]):
+        print(f"report: {bench_path} is not a GPU bench result (rows with fused_us and floor_us)", file=sys.stderr)
+        return 2
+    page = generate(bench, decode)
+    if args.check:
+        try:
+            with open(args.check, encoding="utf-8") as f:
+                current = f.read()
+        except OSError as e:
+            print(f"report: {e}", file=sys.stderr)
+            return 1
+        if current != page:
+            print(diff_summary(page, current, args.check), file=sys.stderr)
+            print("regenerate it: python -m sglang_fp8ext report --out " + args.check, file=sys.stderr)
+            return 1
+        print(f"{args.check} matches the generated page")
+        return 0
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(page)
+        print(f"wrote {args.out} ({page.count(chr(10))} lines)", file=sys.stderr)
+    else:
+        sys.stdout.write(page)
+    return 0
