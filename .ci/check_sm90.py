@@ -11,13 +11,14 @@ Compiles kernels/sm90/sm90_kernels.cu alone with nvcc and exactly the wheel's fl
   * a quantization kernel lacks the e4m3 quantization instruction;
   * an expected kernel is missing;
   * a GEMM instance issues no weight copy or load before its griddepcontrol.wait (ACQBULK): ptxas may
-    schedule the wait above loads written before it (session 37), and then nothing streams while the
-    previous launch finishes;
+    schedule the wait above loads written before it, and then nothing streams while the previous
+    launch finishes;
   * a register-fed kernel instance (sm90_register_fed_gemm.cuh, 16 of them) lacks HMMA, the e4m3
     decode or the e4m3 quantization, or issues fewer than 4 weight loads a block before its wait for
     its min(K blocks a warp, 2) blocks loaded at entry;
-  * an instance of tools/regmma_probe.cu (the register-fed probe) issues fewer than 8 weight loads before
-    its wait, except the kPlainWait ones kept to show the hoisted wait.
+  * any kernel carries timeline code: a read of the global timer, the SM clock or the SM id
+    (SR_GLOBALTIMER*, SR_CLOCK*, SR_VIRTUALSMID / SR_SMID), which only diagnostics read; or the wheel's
+    flags define SGL_FP8_DEV_DIAGNOSTICS (the macro reserved for developer-only diagnostics).
 cuobjdump/nvdisasm come from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) when absent.
 """
 
@@ -36,6 +37,9 @@ import build_config  # noqa: E402
 # ptxas may spill a few registers of the 32-token instance under the 128-register cap that keeps
 # two CTAs per SM; more than this is a regression worth failing on.
 MAX_STACK_BYTES = 64
+# Special registers that only diagnostics read (timeline stamps: %globaltimer, clock64, %smid).
+DIAGNOSTIC_REGISTERS = re.compile(r"\bSR_(?:GLOBALTIMER\w*|CLOCK\w*|VIRTUALSMID|SMID)\b")
+DEV_DIAGNOSTICS_MACRO = "SGL_FP8_DEV_DIAGNOSTICS"
 
 
 def log(msg):
@@ -73,6 +77,8 @@ def main():
     cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
     env = dict(os.environ, PATH=os.path.dirname(nvdisasm) + os.pathsep + os.environ.get("PATH", ""))
     failures = []
+    if any(DEV_DIAGNOSTICS_MACRO in flag for flag in build_config.NVCC_FLAGS):
+        failures.append(f"build_config.NVCC_FLAGS defines {DEV_DIAGNOSTICS_MACRO}: the wheel would ship diagnostics")
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "sm90_kernels.o")
         src = ROOT / build_config.CUDA_KERNEL_SOURCES[0]
@@ -94,6 +100,9 @@ def main():
     counts = {"gemm": 0, "ring": 0, "wgmma": 0, "quant": 0, "register_fed": 0}
     for body in functions:
         name = body.split("\n", 1)[0].strip()
+        timer_reads = sorted(set(DIAGNOSTIC_REGISTERS.findall(body)))
+        if timer_reads:
+            failures.append(f"{name}: reads {timer_reads} (timeline code in a shipped kernel)")
         ops = re.findall(r"/\*[0-9a-f]{4,8}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9]+(?:\.[A-Z0-9_]+)*)", body)
         has = lambda prefix: any(op.startswith(prefix) for op in ops)  # noqa: E731
         if "register_fed_gemm" in name:
@@ -145,7 +154,7 @@ def main():
             or counts["register_fed"] != 16):
         failures.append("expected 8 register-kernel GEMM instances, 4 mma.sync-ring ones, 17 wgmma-ring ones, 16 "
                         f"register-fed ones and 2 quant kernels, found {counts}")
-    failures += check_regmma_probe(nvcc, cuobjdump, env)
+    log(f"{len(functions)} kernels checked for timeline code (no global timer, SM clock or SM id read)")
     for f in failures:
         log("FAIL: " + f)
     log("OK" if not failures else f"{len(failures)} failure(s)")
@@ -160,39 +169,6 @@ def loads_before_wait(body, pattern):
     if wait is None:
         return -1
     return sum(1 for line in lines[:wait] if re.search(pattern, line))
-
-
-def check_regmma_probe(nvcc, cuobjdump, env):
-    """tools/regmma_probe.cu: every instance of the two register-fed kernels issues its entry weight loads
-    (at least 8: two or more 128-K blocks) before griddepcontrol.wait, but the kPlainWait ones (OPTS bit
-    1024), whose plain wait ptxas schedules above them."""
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = os.path.join(tmp, "regmma_probe.cubin")
-        cmd = [nvcc, "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-o", cubin,
-               str(ROOT / "tools" / "regmma_probe.cu")]
-        log(" ".join(cmd))
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            print(res.stdout, res.stderr)
-            return ["nvcc failed on tools/regmma_probe.cu"]
-        sass = subprocess.run([cuobjdump, "--dump-sass", cubin], capture_output=True, text=True, env=env,
-                              check=True).stdout
-    checked = 0
-    for body in re.split(r"\n\s+Function : ", sass)[1:]:
-        name = body.split("\n", 1)[0].strip()
-        kernel = re.search(r"(regmma_kernel|regmma_swapped_kernel)I((?:Li\d+E)+)E", name)
-        if not kernel:
-            continue
-        opts = int(re.findall(r"Li(\d+)E", kernel.group(2))[-1])
-        early = loads_before_wait(body, r"LDG\.E\.NA")
-        checked += 1
-        if not opts & 1024 and early < 8:
-            failures.append(f"{name}: {early} weight loads before griddepcontrol.wait (want >= 8)")
-    log(f"tools/regmma_probe.cu: {checked} register-fed instances checked for weight loads before the wait")
-    if checked < 100:
-        failures.append(f"tools/regmma_probe.cu: only {checked} register-fed instances found")
-    return failures
 
 
 if __name__ == "__main__":

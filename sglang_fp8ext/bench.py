@@ -35,12 +35,11 @@ SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 # --diagnose: sm_90 kernel variants through the private configured op
-# ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]). Correct outputs:
-# flag 32 = the register kernel where a ring kernel is the default (M <= 16), 256 = the mma.sync
-# ring kernel where the wgmma ring kernel is the default, 8 = the register kernel's
+# ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]), each with a correct
+# output: flag 32 = the register kernel where a ring kernel is the default (M <= 16), 256 = the
+# mma.sync ring kernel where the wgmma ring kernel is the default, 8 = the register kernel's
 # registers-only prefetch (no cp.async staging), smem_stages = its staging depth, 64 = spread
-# cluster CTAs over SMs. Garbage outputs (diagnostics): 1 = skip the MMAs, 2 = skip the activation
-# prologue, 4 = skip the epilogue.
+# cluster CTAs over SMs; k_split forces the K split of the default kernel.
 DIAGNOSTIC_CONFIGS = {
     "register_kernel": [0, 0, 0, 0, 32],
     "mma_sync_ring": [0, 0, 0, 0, 256],
@@ -48,11 +47,6 @@ DIAGNOSTIC_CONFIGS = {
     "register_stages_2": [0, 0, 0, 0, 32, 2],
     "register_spread": [0, 0, 0, 0, 32 | 64],
     "spread": [0, 0, 0, 0, 64],
-    "stream_only": [0, 0, 0, 0, 1],
-    "stream_no_prologue": [0, 0, 0, 0, 3],
-    "stream_no_epilogue": [0, 0, 0, 0, 5],
-    "stream_alone": [0, 0, 0, 0, 7],
-    "mma_no_prologue": [0, 0, 0, 0, 2],
     "k_split_1": [1, 0, 0, 0, 0],
     "k_split_2": [2, 0, 0, 0, 0],
     "k_split_4": [4, 0, 0, 0, 0],

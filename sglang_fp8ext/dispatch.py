@@ -46,41 +46,34 @@ PATHS = ("fused", "scaled_mm", "aiter", "unfused")
 SCALES = ("fp32", "e8m0")
 CONFIG_DIR_ENV = "SGL_FP8_CONFIG_DIR"
 CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)]
-# Flag bits a table may use (sm_90, kernels/sm90/sm90_block_scaled_gemm.cuh GemmFlags): 8 = no
-# shared-memory staging stage, 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync
-# ring kernel, 512 = the wgmma ring kernel's co-resident variant, 1024 (with 512) = that variant
-# with the whole shared memory, 2048 = the wgmma ring kernel's exchange through the cluster
-# barrier instead of the direct (512) or async (4 warpgroups) one (the same bits), 4096 = the wgmma ring kernel's block scales
-# decoded in its MMA loop (the same bits, slower with e8m0), 8192 / 16384 = the wgmma ring kernel's
-# paired activations wherever they fit / nowhere (the same bits), 32768 = the register-fed kernel
-# (plain weights, K a multiple of 1024 up to 8192, M <= 16; not the kernels' own plan, the shipped H200
-# table names it where it won); each gives a correct output.
-# The other bits (1, 2, 4, 16, 128) are diagnostics that skip work and produce garbage.
-TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 4096 | 8192 | 16384 | 32768
+# The config flag bits (sm_90, kernels/sm90/sm90_block_scaled_gemm.cuh GemmFlags), each of which
+# selects a kernel or a variant of one with a correct output: 8 = no shared-memory staging stage,
+# 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync ring kernel, 512 = the wgmma
+# ring kernel's co-resident variant, 1024 (with 512) = that variant with the whole shared memory,
+# 2048 = the wgmma ring kernel's exchange through the cluster barrier instead of the direct (512)
+# or async (4 warpgroups) one (the same bits), 8192 / 16384 = the wgmma ring kernel's paired
+# activations wherever they fit / nowhere (the same bits), 32768 = the register-fed kernel (plain
+# weights, K a multiple of 1024 up to 8192, M <= 16; not the kernels' own plan, the shipped H200
+# table names it where it won). No other bit has a meaning; a table naming one is rejected.
+TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 8192 | 16384 | 32768
 
 
 def table_flags_ok(flags: int) -> bool:
-    """Whether a table config's flags are only bits that give a correct output."""
+    """Whether a table config's flags are only bits the kernels know (TABLE_FLAG_BITS)."""
     return flags & ~TABLE_FLAG_BITS == 0
 # SPEC §6: Qwen3.5-397B TP4, then DeepSeek-V3/V4 dense linears at TP4/TP8 (N, K)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
-# Heuristic bounds. CUDA: the fused kernel is the fastest FP8 path measured on the H200 up to
-# M = 16 on every shape (the wgmma ring kernel, 1.3-1.5x faster than cuBLASLt blockwise at
-# M = 16). From 17 to 32 tokens it depends on the weight's size (tune over ten shapes outside
-# the table at c751bb8, docs/perf/h200_heuristic_m17_32_c751bb8.json): up to ~22 MiB the
-# 4-warpgroup wgmma kernel holds a CTA's share of 32 tokens and the fused op beats quant +
-# cuBLASLt (4096x4096 1.21-1.59x, 2560x4096 1.42-1.83x, 1024x4096 2.0-2.6x, 3072x1536
-# 1.26-1.79x; 7168x2048 1.31x at M = 17, 0.96-1.00x at M = 24-32; the tuned SPEC §6 shapes up to
-# 5120x4096, 20 MiB: 1.05-1.90x at M = 32); above it the fused op runs the register kernel and
-# loses to cuBLASLt (0.39-0.69x: 10240x4096, 12288x4096, 4096x12288, 4608x7168, 24576x4096) and,
-# where cuBLASLt cannot run (e8m0 scales), mostly to the unfused path (fused / unfused 0.97-1.13
-# at M = 17-24, 1.03-1.13 at M = 32). Above 32 tokens the fused kernel re-streams the weight once
-# per 32-token chunk, so a GEMM that tiles M wins.
-# cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``):
-# tools/scaled_mm_probe.py on the H200 found it wrong exactly where K/128 is not a multiple of 4
-# (K = 256: relative errors 0.9 to 160) and within 2e-3 of the float64 reference on every shape
-# with K % 512 == 0 it tried (N 256..8192, K 512..4096, M 1..64).
+# Heuristic bounds (docs/design/sm90.md has the measurements). CUDA: the fused kernel is the
+# fastest FP8 path measured on the H200 up to M = 16 on every shape (the wgmma ring kernel). From
+# 17 to 32 tokens it depends on the weight's size: up to ~22 MiB the 4-warpgroup wgmma kernel
+# holds a CTA's share of 32 tokens and the fused op beats quant + cuBLASLt; above it the fused op
+# runs the register kernel and loses to cuBLASLt and, where cuBLASLt cannot run (e8m0 scales),
+# mostly to the unfused path. Above 32 tokens the fused kernel re-streams the weight once per
+# 32-token chunk, so a GEMM that tiles M wins.
+# cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``): on the H200 it
+# was wrong exactly where K/128 is not a multiple of 4 (K = 256), and within 2e-3 of the float64
+# reference on every shape with K % 512 == 0 tried (N 256..8192, K 512..4096, M 1..64).
 CUDA_FUSED_ONLY_MAX_M = 16
 CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16 = 22 * 2**20  # N x K e4m3 bytes (5120x4096 is 20 MiB, 6144x4096 24 MiB)
 FUSED_MAX_M = 32
@@ -275,8 +268,8 @@ def parse_table(data, source: str) -> tuple:
                 bad(where, f"config must be [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)] of "
                     f"non-negative integers, got {config!r}")
             if not table_flags_ok(config[4]):
-                bad(where, f"config flags must be made of the bits {TABLE_FLAG_BITS:#x} (other bits are diagnostics "
-                    f"with garbage output), got {config!r}")
+                bad(where, f"config flags must be made of the bits {TABLE_FLAG_BITS:#x} (no other bit has a meaning), "
+                    f"got {config!r}")
             config = tuple(config) if any(config) else None  # all zeros: the kernel's own plan
         if "us" in e and not (isinstance(e["us"], (int, float)) and not isinstance(e["us"], bool) and math.isfinite(e["us"])):
             bad(where, f"us must be a finite number, got {e['us']!r}")
@@ -347,7 +340,7 @@ def scaled_mm_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
         return out if bias is None else out + bias
     # For m >= 1 the next multiple of 4 is also >= 4. Plain integer arithmetic: under
     # torch.compile m may be an int or a SymInt (torch.sym_max of two ints returns an int, which
-    # Dynamo refuses as a torch.* result: measured on the H200, e2e compile test at 89847ef+).
+    # Dynamo refuses as a torch.* result; the e2e compile test covers it).
     pad = (m + 3) // 4 * 4 - m
     if torch.compiler.is_compiling():
         x_pad = F.pad(x, (0, 0, 0, pad))  # always, so that no guard on m % 4 is installed

@@ -4,8 +4,7 @@ For each shape, scale format (fp32, e8m0) and M, every candidate that can run th
 checked against the unfused path's output (which is itself checked against the float64 SPEC §3.4
 reference) with the SPEC tolerance, 4e-3 relative per row, and then timed with bench.py's
 method: CUDA-graph replay over rotated cold weight copies, median of the replays, each call after
-a copy kernel that writes its activations (``--after copy``, the default since session 18; see
-below). The fastest
+a copy kernel that writes its activations (``--after copy``, the default; see below). The fastest
 candidate that passed becomes the table entry; a candidate that failed the check or did not run
 is recorded under "rejected" and never wins. The table is written as
 ``<out>/<dispatch.table_filename(device name)>`` and read back through the loader that
@@ -30,9 +29,9 @@ call's activations, as in a decode step, where every projection follows the kern
 its input; every candidate gets the same copy, so the times are the pair's and compare fairly.
 ``none`` repeats the call back to back (the order of ``bench``). Back to back, a launch may start
 beside its predecessor of the same kind (programmatic dependent launch), and on the H200 the
-2-warpgroup variants won there by 4-15 % on 4096x2048, 8192x1024 and 4096x1024 at M <= 8 but took
-1.08-1.25x the 4-warpgroup kernel's time after a copy kernel (docs/sm90.md, session 18): a table
-tuned back to back picked them for a decode step they slow down.
+2-warpgroup variants won there on 4096x2048, 8192x1024 and 4096x1024 at M <= 8 but were slower
+than the 4-warpgroup kernel after a copy kernel (docs/design/sm90.md): a table tuned back to back
+picked them for a decode step they slow down.
 """
 
 from __future__ import annotations
@@ -52,8 +51,8 @@ DEFAULT_MS = (1, 2, 4, 8, 16, 32)
 K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
 BLOCKS_PER_SM = (0, 2)  # 0: one CTA per SM (the plan), 2: two (no room left for the next launch)
 # sm_90: no staging stage / two stages / the register kernel / spread clusters / the co-resident variant (and its
-# whole-shared-memory instance) / the register-fed kernel (session 39: 0.88-0.91x the default's time after a copy
-# kernel on 4096x1024 at 1-2 tokens, 0.87x on 2112x7168 at 1; where it cannot run, the plan error drops the candidate)
+# whole-shared-memory instance) / the register-fed kernel (faster than the default after a copy kernel on some
+# shapes at 1-2 tokens; where it cannot run, the plan error drops the candidate)
 ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64), (0, 0, 0, 0, 512),
                    (1, 0, 0, 0, 512), (0, 0, 0, 0, 512 | 1024), (0, 0, 0, 0, 32768))
 TOLERANCE = 4e-3  # SPEC §3.4, relative per row
@@ -319,7 +318,7 @@ def merge_existing(result: dict, path: str) -> int:
         # the top-level torch/git describe this run: kept entries say where they came from
         e.setdefault("torch", old.get("torch"))
         e.setdefault("git", old.get("git"))
-        e.setdefault("after", old.get("after", "none"))  # tables before session 18 were timed back to back
+        e.setdefault("after", old.get("after", "none"))  # tables without "after" were timed back to back
         merged.append(e)
         kept += 1
     merged += [e for e in result["entries"] if point(e) in tuned]

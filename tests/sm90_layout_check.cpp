@@ -497,7 +497,7 @@ static void check_wgmma_ring() {
           CHECK(layout.inbox_offset >= layout.xs_offset + (long long)plan.max_blocks_per_cta * plan.token_tiles * 8 * 4 &&
                     layout.inbox_offset + inbox_bytes <= layout.ring_offset,
                 "wgmma inbox apart");
-        // The async exchange (K split; since session 23 with the inbox over the activations too): an
+        // The async exchange (K split; with the inbox over the activations too): an
         // inbox mbarrier after the ring's; the inbox 16-byte aligned (st.async of four floats at
         // 16-byte steps).
         const bool async_exchange = plan.k_split > 1;
@@ -643,7 +643,7 @@ static void check_own_inbox() {
   GemmConfig unpaired;
   unpaired.flags = kNoPairActivationsFlag;
   const GemmPlan big = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, unpaired, fewer_above_200k);
-  // (since session 23 the async exchange serves the inbox over the activations too: its mbarrier)
+  // (the async exchange serves the inbox over the activations too: its mbarrier)
   CHECK(big.wgmma && big.row_groups == 33 && big.k_split == 4 && big.wgmma_layout.inbox_over_activations &&
             big.wgmma_layout.inbox_barrier && big.smem_bytes <= 200 * 1024,
         "5120x4096 M=32 keeps its partition and the inbox over the activations");
@@ -673,16 +673,12 @@ static void check_default_k_splits(const long long (&measured)[n][4]) {
 }
 
 // The wgmma plan's K split against the fastest of the splits measured on the H200, where the
-// measurement was clear (session 22, docs/perf/h200_plan_refit_s22/: >= 4 % faster after a copy
-// kernel and no more than 2 % slower back to back, or the fastest in both orders), with the
-// H200's cluster residency (h200_residency.h). The 17-32-token points were measured among splits
-// 2, 4 and 8 (session 24, docs/perf/h200_plan_17_32_s24/, which supersedes session 22's 2560x4096
-// at 17-24 tokens: since the epilogue's bank conflicts went (session 23) the split of 8 wins there).
-// Not listed: points where the plan still misses the fastest split (2560x4096 at 17-20 tokens takes
-// 4, 2-7 % slower than 8; 1024x4096 at 20 takes 8, 3 % slower than 4 back to back; docs/sm90.md),
-// and 4096x2048 at 24-32 tokens: session 24 measured 2 against an unpaired 4, but the plan takes 4
-// with paired activations, which measured level with 2 (session 25: 2 took 0.97-0.99x its time back
-// to back and 1.00-1.02x after a copy kernel, docs/perf/h200_window_major_s25/call5_4096x2048_splits).
+// measurement was clear (clearly faster after a copy kernel and not slower back to back, or the
+// fastest in both orders; docs/design/sm90.md), with the H200's cluster residency
+// (h200_residency.h). The 17-32-token points were measured among splits 2, 4 and 8.
+// Not listed: points where the plan still misses the fastest split (2560x4096 at 17-20 tokens
+// takes 4, 8 is faster; 1024x4096 at 20 takes 8, 4 is faster back to back), and 4096x2048 at 24-32
+// tokens, where the plan's 4 with paired activations measured level with 2.
 static void check_measured_k_splits() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
       {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
@@ -700,11 +696,9 @@ static void check_measured_k_splits() {
 }
 
 // The default's K split up to 16 tokens against the split-free plan and the split of 2 where a
-// 4-tile CTA holds a whole K row, measured on the H200 (session 27, tools/config_ab.py,
-// docs/perf/h200_session27/ calls 4 and 5): the points where one was faster in both orders by more
-// than 1 %. Left wrong: 8192x2048 at 1 token (no split 0.95-0.96x the split of 2's time; its CTAs
-// hold 16 K blocks, beyond the rule's 8) and 6144x1024 at 16 tokens (0.89-0.91x; the rule stops at
-// 8 tokens).
+// 4-tile CTA holds a whole K row, measured on the H200: the points where one was faster in both
+// orders. Left wrong: 8192x2048 at 1 token (no split is faster; its CTAs hold 16 K blocks, beyond
+// the rule's 8) and 6144x1024 at 16 tokens (no split is faster; the rule stops at 8 tokens).
 static void check_measured_no_split() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of 1 and the default's 2)
       {8192, 1024, 1, 1}, {8192, 1024, 4, 1}, {8192, 1024, 8, 1},  {6144, 1024, 1, 1}, {6144, 1024, 4, 1},
@@ -717,10 +711,9 @@ static void check_measured_no_split() {
   check_default_k_splits(measured);
 }
 
-// Launches the H200 recorded (session 25, docs/perf/h200_session25/: tools/config_ab.py --kernels
-// and the plan probe in scripts/): the CPU plan with h200_residency.h must give each one's K split,
-// row groups, pairing and shared memory. Until session 25 the CPU table had 33 clusters of 4 for
-// small CTAs, and its plan of 4096x2048 at 24-32 tokens was not the one the device launched.
+// Launches the H200 recorded: the CPU plan with h200_residency.h must give each one's K split,
+// row groups, pairing and shared memory (the CPU residency table once disagreed with the device's
+// for small CTAs, and the CPU plan of 4096x2048 at 24-32 tokens was not the one it launched).
 static void check_recorded_launches() {
   const long long recorded[][9] = {  // N, K, M, forced k_split, flags -> k_split, row groups, pair, smem
       {2560, 4096, 16, 0, 0, 8, 15, 0, 115912},

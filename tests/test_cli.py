@@ -158,13 +158,25 @@ def test_tune_candidates():
     expected = {(k, 0, 0, b, 0) for k in (0, 1, 2, 4, 8) for b in (0, 2)} - {(0, 0, 0, 0, 0)}
     assert configs == expected | {(0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64),
                                   (0, 0, 0, 0, 512), (1, 0, 0, 0, 512), (0, 0, 0, 0, 1536), (0, 0, 0, 0, 32768)}
-    # every candidate's flags are ones a table may name (not diagnostics)
+    # every candidate's flags are ones a table may name
     assert all(dispatch.table_flags_ok(c[4]) for c in configs)
     # K = 512 has 4 blocks: no k_split of 8; e8m0 and N = 2112: no cuBLASLt
     small = {c.config[0] for c in tune.candidates(h200, 4096, 512, e8m0=False) if c.config and c.config[0]}
     assert small == {1, 2, 4}
     assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 4096, 2048, e8m0=True)]
     assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 2112, 7168, e8m0=False)]
+
+
+def test_bench_diagnose_runs_only_correct_variants():
+    """``bench --diagnose`` times kernel variants that give a correct output: configs of the
+    kernels' config shape whose flags are all bits a table may name."""
+    from sglang_fp8ext import bench
+
+    assert bench.DIAGNOSTIC_CONFIGS
+    for name, config in bench.DIAGNOSTIC_CONFIGS.items():
+        assert len(config) in dispatch.CONFIG_LENS, name
+        assert all(isinstance(c, int) and c >= 0 for c in config), name
+        assert dispatch.table_flags_ok(config[4]), name
 
 
 def test_tune_pick_winner_margin():

@@ -279,6 +279,7 @@ def test_table_of_another_device_is_ignored(tmp_path):
     [
         (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 1]), r"flags must be made of the bits"),
         (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 512 | 16]), r"flags must be made of the bits"),
+        (lambda t: t["entries"][0].update(config=[0, 0, 0, 0, 4096]), r"flags must be made of the bits"),
         (lambda t: t["entries"][0].update(path="cublas"), r"path must be one of"),
         (lambda t: t["entries"][0].update(scale="bf16"), r"scale must be one of"),
         (lambda t: t["entries"][0].update(config=[2, 0, 0]), r"config must be"),
@@ -516,7 +517,7 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
 def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
     """The table the package ships for the H200 parses with the loader fp8_block_linear uses, was
     measured on an H200, covers every SPEC §6 shape x scale format at M = 1..32, and never names a
-    path that cannot run its entry (cuBLASLt only where eligible; no diagnostic kernel flags; the
+    path that cannot run its entry (cuBLASLt only where eligible; only known kernel flags; the
     register-fed kernel, flag 32768, only where its plan applies: K a multiple of 1024 up to 8192,
     at most 16 tokens, N a multiple of 16 — elsewhere the op raises its plan error)."""
     path = os.path.join(dispatch.package_config_dir(), "nvidia_h200.json")

@@ -194,7 +194,7 @@ def test_sm90_register_fed_kernel(gpu, M, fmt):
     tiles and for every K blocks a warp the SPEC §6 shapes take (K = 1024, 2048, 4096, 7168 and
     8192: 1, 2, 4, 7 and 8), N not a multiple of 128 (2112, 48), and is bitwise reproducible. It is
     never the default (the launched kernels' names): measured against the kernels' own plans it was
-    no faster (docs/sm90.md, session 38). Where it cannot run (shuffled weights, K not a multiple of
+    no faster (docs/design/sm90.md). Where it cannot run (shuffled weights, K not a multiple of
     1024, more than 16 tokens) its flag is the documented plan error."""
     if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
@@ -256,8 +256,7 @@ def test_sm90_paired_activations(gpu, M, fmt):
     e8 = fmt == "e8m0"
     configured = torch.ops.sgl_fp8._smallm_gemm_configured
     paired_runs = 0
-    # 4096x2048: session 24's config_ab run saw forced pairs at its split of 2 give other bits at 24-32
-    # tokens (docs/sm90.md, session 24, item 3); added after the session's last GPU run.
+    # 4096x2048: forced pairs at its split of 2 once gave other bits at 24-32 tokens.
     shapes = (((5120, 4096), torch.bfloat16), ((2048, 2048), torch.float16), ((4096, 1152), torch.bfloat16),
               ((4096, 2048), torch.bfloat16))
     for (n, k), dtype in shapes:
@@ -341,8 +340,7 @@ def order_revealing_operands(n, k, M, seed):
                                                   (12288, 4096, 1, True), (12288, 4096, 4, True)])
 def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n, k, M, co_resident):
     """sm_90: the default is the wgmma kernel's 4-warpgroup kernel wherever its ring holds a CTA's
-    weight share, at 1-2 tokens too (from session 8 to 15 the co-resident variant came first up to
-    2 tokens); where it cannot (12288x4096: ~380 KB a CTA) the co-resident variant (flag 512) with
+    weight share, at 1-2 tokens too; where it cannot (12288x4096: ~380 KB a CTA) the co-resident variant (flag 512) with
     its refilled ring. On operands whose bits show the kernels' summation order, the default's
     bits are the forced variant's exactly where it should take it; both meet the §3.4 contract.
     (fp32 scales: the choice does not depend on the scale format, and power-of-two scales cannot
@@ -368,7 +366,7 @@ def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n
                                                  (3072, 1024, 2, True), (6144, 768, 1, True), (4096, 1024, 16, False),
                                                  (2048, 1024, 4, False), (4096, 2048, 1, False)])
 def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
-    """sm_90 (session 27): up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
+    """sm_90: up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); elsewhere (16 tokens, 32 CTAs, K = 2048) it keeps its
     split of 2. On operands whose bits show the summation order, the default's bits are those of the

@@ -38,20 +38,20 @@ def test_sm90_layout_and_plans(checker):
 def test_kernel_indexes_through_the_layout_header():
     """The GEMM kernels take their weight offsets, K permutation, activation offsets and ring
     layout from sm90_gemm_layout.h (no private copies of the formulas)."""
-    src = (ROOT / "kernels" / "cuda" / "sm90_block_scaled_gemm.cuh").read_text()
+    src = (ROOT / "kernels" / "sm90" / "sm90_block_scaled_gemm.cuh").read_text()
     for name in ("unit_lane_offset(", "unit_block_stride(", "lane_k_of<", "act_f16_offset("):
         assert name in src, name
     assert "weight_chunk16_offset" not in src and "shuffled_weight_offset" not in src
-    ring = (ROOT / "kernels" / "cuda" / "sm90_ring_gemm.cuh").read_text()
+    ring = (ROOT / "kernels" / "sm90" / "sm90_ring_gemm.cuh").read_text()
     for name in ("ring_lane_offset(", "ring_block_stride(", "ring_stage_bytes(", "RingSmemLayout"):
         assert name in ring, name
     assert "weight_chunk16_offset" not in ring and "shuffled_weight_offset" not in ring
     assert "act_fp8_offset(" in src  # the e4m3 activations of the wgmma ring kernel
-    fed = (ROOT / "kernels" / "cuda" / "sm90_register_fed_gemm.cuh").read_text()
+    fed = (ROOT / "kernels" / "sm90" / "sm90_register_fed_gemm.cuh").read_text()
     for name in ("unit_lane_offset(", "unit_block_stride(", "unit_k_of(", "register_fed_act_offset(",
                  "register_fed_xs_offset(", "register_fed_red_offset(", "register_fed_red_index("):
         assert name in fed, name
     assert "weight_chunk16_offset" not in fed and "shuffled_weight_offset" not in fed
-    wgmma = (ROOT / "kernels" / "cuda" / "sm90_wgmma_ring_gemm.cuh").read_text()
+    wgmma = (ROOT / "kernels" / "sm90" / "sm90_wgmma_ring_gemm.cuh").read_text()
     for name in ("WgmmaRingSmemLayout", "wgmma_window_tile(", "smem_descriptor_sw128_lo(", "smem_descriptor_sw128_from_lo("):
         assert name in wgmma, name

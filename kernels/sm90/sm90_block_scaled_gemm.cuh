@@ -1,8 +1,8 @@
 // sm_90 fused small-M FP8 block-scale GEMM: out[M, N] = x[M, K] @ dequant(w[N, K]).T
 //
 // Decode GEMMs stream megabytes of weight against a few tokens; the kernel is organised so that
-// HBM never idles, within one launch and across back-to-back launches (docs/sm90.md records the
-// measurements behind each choice, including the designs that lost):
+// HBM never idles, within one launch and across back-to-back launches (docs/design/sm90.md records
+// the measurements behind each choice, including the designs that lost):
 //
 //  * Swap A and B: 16 weight rows are the MMA's M side, tokens its N side (mma.sync m16n8k16
 //    f16, tokens padded to 8 per token tile, up to 4 token tiles = 32 tokens).
@@ -15,8 +15,9 @@
 //  * Grid: clusters of k_split CTAs own a balanced range of row tiles; CTA `rank` of a cluster
 //    owns a balanced range of K blocks. 8 warps = warps_k x warps_t split the CTA's blocks and
 //    tiles; each warp keeps DEPTH units of loads in flight in registers, plus `smem_stages` more
-//    through cp.async into per-thread shared-memory slots (v5: the plan fills the shared memory
-//    left under the two-CTAs-per-SM budget), and never waits for another warp in the main loop. Per unit: 8 MMAs per token tile (fp32 accumulate: SPEC §3.4's P), then
+//    through cp.async into per-thread shared-memory slots (the plan fills the shared memory left
+//    under the two-CTAs-per-SM budget), and never waits for another warp in the main loop. Per
+//    unit: 8 MMAs per token tile (fp32 accumulate: SPEC §3.4's P), then
 //    acc += P * (xs * ws).
 //  * Start-up: the first DEPTH + smem_stages units are requested before waiting for the previous kernel
 //    (programmatic dependent launch: the weight never depends on it), and the next kernel may
@@ -53,68 +54,48 @@ constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 constexpr int kActivationBatch = 8;
 // Lanes per 128-group in the prologue's quantization (quantize_activation_slice). The wgmma ring
 // kernel: 8 for one token tile, 4 from two (256 groups a CTA at 16 and 32 tokens); the others
-// keep 16. Binary against binary (H200, session 17, docs/sm90.md): against 16 lanes everywhere
-// 0.96x the time at M <= 4, 0.92x at M = 8-16, 0.93x at M = 32; 4 lanes at one tile or 16 there
-// were slower at M <= 8, and 2 lanes from two tiles 1.05-1.17x slower at M = 16-32.
+// keep 16. Each choice was measured faster than 16 lanes everywhere, and than 4 lanes at one tile
+// or 2 from two (docs/design/sm90.md).
 constexpr int activation_lanes_per_group(int token_tiles, bool fp8_act) {
   return !fp8_act ? 16 : token_tiles == 1 ? 8 : 4;
 }
 
+// Config bits (GemmConfig.flags). Each selects a kernel or a variant of one; every one gives a
+// correct output (the same bits, where the kernels agree).
 enum GemmFlags : int32_t {
-  // Diagnostics only (the output is garbage): skip one stage to time the others.
-  kStreamOnly = 1,     // stream the weight but skip the MMAs
-  kSkipPrologue = 2,   // do not read or quantize the activations
-  kSkipEpilogue = 4,   // no cross-warp / cross-CTA reduction and no stores
-  // Not diagnostic (the output is correct): no shared-memory staging, registers only (v4).
+  // The register kernel without shared-memory staging (registers only).
   kNoStaging = 8,
-  // Diagnostics: thread 0 of every CTA writes a record of global-timer stamps of its phases
-  // (kTimelineSlots words of 8 bytes, CTA (x, y, z) at record (z * gridDim.y + y) * gridDim.x + x)
-  // over the output, and no output value is stored. tools/gemm_timeline.py reads them back.
-  kTimeline = 16,
-  // Not diagnostic: take the register kernel even where a ring kernel applies.
+  // The register kernel even where a ring kernel applies.
   kRegisterPipeline = 32,
-  // Not diagnostic: ask the scheduler to spread a cluster's CTAs over SMs
-  // (cudaClusterSchedulingPolicySpread).
+  // Ask the scheduler to spread a cluster's CTAs over SMs (cudaClusterSchedulingPolicySpread).
   kSpreadClusters = 64,
-  // Diagnostics (garbage output): the ring kernel feeds the weight bytes to the MMAs as they are,
-  // without the e4m3 -> f16 decode, to time what the decode costs.
-  kSkipWeightDecode = 128,
-  // Not diagnostic: take the mma.sync ring kernel (sm90_ring_gemm.cuh) even where the wgmma ring
-  // kernel (sm90_wgmma_ring_gemm.cuh) applies.
+  // The mma.sync ring kernel (sm90_ring_gemm.cuh) even where the wgmma ring kernel
+  // (sm90_wgmma_ring_gemm.cuh) applies.
   kMmaSyncRing = 256,
-  // Not diagnostic: the wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring,
-  // two CTAs per SM) where its plan applies (kCoResidentFlag in the plan).
+  // The wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring, two CTAs per SM)
+  // where its plan applies (kCoResidentFlag in the plan).
   kCoResident = kCoResidentFlag,
-  // Not diagnostic: with kCoResident, its instance and refilled ring with the whole shared memory
-  // (one CTA per SM; kWholeSmemFlag in the plan).
+  // With kCoResident, its instance and refilled ring with the whole shared memory (one CTA per
+  // SM; kWholeSmemFlag in the plan).
   kWholeSmem = kWholeSmemFlag,
-  // Not diagnostic (the same bits): the wgmma ring kernel exchanges through the cluster barrier,
-  // not directly (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
+  // The same bits: the wgmma ring kernel exchanges through the cluster barrier, not directly
+  // (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
   kBarrierExchange = kBarrierExchangeFlag,
-  // Not diagnostic (the same bits): the wgmma ring kernel's paired activations from 9 tokens
-  // wherever they fit, or nowhere (kPairActivationsFlag, kNoPairActivationsFlag in the plan).
+  // The same bits: the wgmma ring kernel's paired activations from 9 tokens wherever they fit, or
+  // nowhere (kPairActivationsFlag, kNoPairActivationsFlag in the plan).
   kPairActivations = kPairActivationsFlag,
   kNoPairActivations = kNoPairActivationsFlag,
-  // Not diagnostic (the same bits): the wgmma ring kernel decodes its weight block scales on every
-  // use in the MMA loop, as before 9a8a3b8, not once before it (for A/B runs).
-  kDecodeScalesInLoop = 4096,
-  // Not diagnostic: the register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (plain
-  // weights, K a multiple of 1024 up to 8192, M <= 16), else the plan error. Never a default.
+  // The register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (plain weights, K a
+  // multiple of 1024 up to 8192, M <= 16), else the plan error. Never a default.
   kRegisterFed = kRegisterFedFlag,
 };
-// Timeline record: entry, weights requested, previous grid done, activations ready, stream done,
-// partials exchanged, end, and a word of facts: %smid (bits 0-7), the cluster rank (8-15) and,
-// from the wgmma ring kernel, the chunks already landed when the activations were ready (16-23),
-// the CTA's chunks (24-31), and warpgroup 0's block loop in nanoseconds (32-47) and in SM clock
-// cycles / 16 (48-63).
-constexpr int kTimelineSlots = 8;
 static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
 struct GemmKernelArgs {
   // The scalars first and the tensor maps last: the kernel reads its arguments from the constant
-  // bank at entry, where each cache line is a miss (ncu at 4ab7f19: 5.6 % of the warp-stall
-  // samples of a cold launch); the maps, read by the TMA unit, no longer split them.
+  // bank at entry, where each cache line is a miss (a visible share of a cold launch's stalls);
+  // the maps, read by the TMA unit, then do not split them.
   const void* x;
   int64_t x_row_stride;
   const void* x_scale;
@@ -183,8 +164,8 @@ __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
 
 // The prologue visits the groups (token m, K block lb) of the CTA's slice token-major, a fixed
 // number of lanes per group and `stride` groups apart, without integer division in the loop
-// (ncu on the H200 put half of the ring kernel's instructions in a prologue that divided twice
-// per group): the (m, lb) pair advances by a fixed step.
+// (two divisions per group made the prologue half of the ring kernel's instructions): the
+// (m, lb) pair advances by a fixed step.
 struct GroupCursor {
   int m, lb, step_m, step_lb, nblocks;
   // first and stride are below 2^10 (threads / 8): small_quotient, from nblocks' reciprocal.
@@ -229,9 +210,8 @@ struct NoPeer {
 // lane l holds elements 8 (l + LANES p) .. + 8, so that each load instruction reads a group's
 // bytes contiguously), amax over the LANES lanes; LOADS 16-byte loads per lane are in flight
 // before the first group is quantized. Fewer lanes per group spread a group's fixed work (the
-// shuffles, the scale and its reciprocal, the index math) over more of its values: 16 lanes ran
-// ~39 warp instructions per group (SASS), which at 256 groups a CTA (16 or 32 tokens) is ~1.4 us of
-// one SM's issue slots. The warp stays converged (a later run of LANES lanes never has an earlier
+// shuffles, the scale and its reciprocal, the index math) over more of its values, which at 256
+// groups a CTA (16 or 32 tokens) is a large share of one SM's issue slots. The warp stays converged (a later run of LANES lanes never has an earlier
 // group, so the warp runs while its first run has work; a run past the end computes on nothing
 // and stores nothing): the shuffles then take the full mask, which spares the divergence checks a
 // per-run mask costs on every one.
@@ -374,24 +354,6 @@ struct WeightUnit {
 // ---- pieces shared by the register-pipeline kernel (below) and the ring kernel
 // (sm90_ring_gemm.cuh) -----------------------------------------------------------------------
 
-// Diagnostics (kTimeline): word `slot` of this CTA's timeline record, written over the output by
-// thread 0 (records that would not fit in the output are dropped). Stateless, so that it costs
-// no registers across the main loop.
-// The timeline's store is out of line: inlined at each of its ~12 call sites it was ~30 instructions
-// behind a branch, among the epilogue's hot instructions, which a launch fetches cold (docs/sm90.md).
-__device__ __noinline__ void store_timeline_word(void* out, int64_t out_bytes, int slot, unsigned long long value) {
-  if (threadIdx.x != 0) return;
-  const int64_t record = (int64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  if ((record + 1) * kTimelineSlots * 8 > out_bytes) return;
-  static_cast<unsigned long long*>(out)[record * kTimelineSlots + slot] = value;
-}
-__device__ __forceinline__ void timeline_word(const GemmKernelArgs& a, int slot, unsigned long long value) {
-  if (a.flags & kTimeline) store_timeline_word(a.out, int64_t(a.M) * a.N * 2, slot, value);
-}
-__device__ __forceinline__ void timeline_stamp(const GemmKernelArgs& a, int slot) {
-  if (a.flags & kTimeline) store_timeline_word(a.out, int64_t(a.M) * a.N * 2, slot, global_timer_ns());
-}
-
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
 // pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
 // the caller synchronizes. FP8_ACT: stored as e4m3 (act_fp8_offset, the wgmma ring kernel), else
@@ -408,9 +370,7 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   if (quantized < 0) quantized = tokens;
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kLanes = activation_lanes_per_group(TOKEN_TILES, FP8_ACT);
-  if (a.flags & kSkipPrologue) {
-    hook();  // diagnostics: leave the activation buffer as it is
-  } else if constexpr (PREQUANT) {
+  if constexpr (PREQUANT) {
     copy_prequantized_slice<THREADS, kActivationBatch / 2, FP8_ACT>(a, act, xs, kTokenPad, m_begin, tokens, kb_begin,
                                                                     nblocks, rotation, hook);
   } else if (a.x_is_fp16) {
@@ -423,23 +383,15 @@ __device__ __forceinline__ void load_activation_slice(const GemmKernelArgs& a, u
   zero_padding_tokens<THREADS, kTokenPad, FP8_ACT ? kBlockK : 2 * kBlockK>(act, xs, tokens, nblocks);
 }
 
-// Wait for the previous grid (the activations are its output), record the timeline stamps held
-// until then, and load the CTA's K slice of x into shared memory. No barrier: the caller
-// synchronizes the threads that load.
+// Wait for the previous grid (the activations are its output), then load the CTA's K slice of x
+// into shared memory. No barrier: the caller synchronizes the threads that load.
 template <int TOKEN_TILES, bool PREQUANT, int THREADS, bool FP8_ACT = false, typename Hook = NoHook,
           typename Peer = NoPeer>
 __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& a, uint8_t* act, float* xs,
                                                           int m_begin, int tokens, int kb_begin, int nblocks,
-                                                          int group, int rank, unsigned long long entry_ns,
-                                                          unsigned long long issued_ns, const Hook& hook = {},
+                                                          int group, int rank, const Hook& hook = {},
                                                           int m_first = 0, int quantized = -1, const Peer& peer = {}) {
   wait_for_previous_grid();
-  if ((a.flags & kTimeline) && threadIdx.x == 0) {  // one branch around the diagnostics' code
-    timeline_word(a, 2, global_timer_ns());
-    timeline_word(a, 0, entry_ns);
-    timeline_word(a, 1, issued_ns);
-    timeline_word(a, kTimelineSlots - 1, sm_id() | (static_cast<unsigned long long>(rank) << 8));
-  }
   // (group * 7 + rank * 3) mod nblocks: below 2^11 with group < 132 and rank < 8 (small_quotient)
   const int turn = group * 7 + rank * 3;
   const int rotation = turn - small_quotient(turn, inverse_of_blocks(a, nblocks)) * nblocks;
@@ -450,9 +402,8 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
 // (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
 // acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
-// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's. DECODE = false is
-// the kSkipWeightDecode diagnostic.
-template <int TOKEN_TILES, int CHAINS, bool RING = false, bool DECODE = true>
+// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's.
+template <int TOKEN_TILES, int CHAINS, bool RING = false>
 __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], const WeightUnit& unit, bool e8m0,
                                                 const uint8_t* act, const float* xs, int lb, int lane) {
   static_assert(CHAINS == 1 || CHAINS == 2, "one chain, or one per 64-wide K half");
@@ -478,10 +429,10 @@ __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], cons
                             unit.bytes[2 + c].w};  // row g+8
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      const uint32_t a0 = DECODE ? cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu) : lo[w];
-      const uint32_t a2 = DECODE ? cvt_e4m3x2_to_f16x2(lo[w] >> 16) : lo[w] >> 8;
-      const uint32_t a1 = DECODE ? cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu) : hi[w];
-      const uint32_t a3 = DECODE ? cvt_e4m3x2_to_f16x2(hi[w] >> 16) : hi[w] >> 8;
+      const uint32_t a0 = cvt_e4m3x2_to_f16x2(lo[w] & 0xFFFFu);
+      const uint32_t a2 = cvt_e4m3x2_to_f16x2(lo[w] >> 16);
+      const uint32_t a1 = cvt_e4m3x2_to_f16x2(hi[w] & 0xFFFFu);
+      const uint32_t a3 = cvt_e4m3x2_to_f16x2(hi[w] >> 16);
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) {
         const uint4& bb = b[t][w >> 1];
@@ -566,10 +517,6 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   cg::cluster_group cluster = cg::this_cluster();
   if (a.k_split > 1 && entry_phase_pending) cluster_wait();  // completes the barrier phase the caller began
-  if (a.flags & kSkipEpilogue) {      // diagnostics: no reduction, no stores
-    timeline_stamp(a, 6);
-    return;
-  }
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   const ExchangeSplit split = exchange_split(a, ntiles);
@@ -608,15 +555,12 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   } else {
     __syncthreads();
   }
-  timeline_stamp(a, 5);
 
-  const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
   // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
   // compile-time padding, so that no integer division by `tokens` is needed.
 #pragma unroll 1
-  for (int i = threadIdx.x; worker && !timeline && i < (owned_end - owned_begin) * kTileRows * kTokenPad;
-       i += WORKERS) {
+  for (int i = threadIdx.x; worker && i < (owned_end - owned_begin) * kTileRows * kTokenPad; i += WORKERS) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
@@ -628,7 +572,6 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     store_output(a, sum, m_begin + m, n);
   }
-  timeline_stamp(a, 6);
 }
 
 template <int TOKEN_TILES, bool PREQUANT, int DEPTH>
@@ -714,11 +657,6 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     unit.scale_bits = a.e8m0 ? (word >> (8 * (scale_index(u) & 3))) & 0xFFu : word;
   };
 
-  // Diagnostics (kTimeline): the first two stamps are held in registers until the previous grid
-  // has finished (the output's memory may have been its until then).
-  const bool timeline = (a.flags & kTimeline) != 0;
-  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
-
   // Announce this CTA to its cluster now; the matching wait comes before the first write into a
   // peer's shared memory (reduce_and_store), by when every peer has long started.
   if (a.k_split > 1) cluster_arrive_relaxed();
@@ -735,28 +673,19 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     if (d < units) issue_unit(d, regs[d]);
   for (int st = 0; st < stages; ++st) stage_unit(DEPTH + st, st);
   allow_next_grid_launch();
-  const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
 
   // 2. The activations come from the previous kernel.
   wait_and_load_activations<TOKEN_TILES, PREQUANT, kGemmThreads>(a, act, xs, m_begin, tokens, kb_begin, nblocks,
-                                                                 group, rank, entry_ns, issued_ns);
+                                                                 group, rank);
   __syncthreads();
-  timeline_stamp(a, 3);
 
   // 3. Stream.
   float4 acc[TOKEN_TILES];
 #pragma unroll
   for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
 
-  uint32_t fold = 0;  // diagnostics (kStreamOnly): the bytes must be used, or the loads vanish
   auto use_unit = [&](int u, const WeightUnit& unit) {
-    if (a.flags & kStreamOnly) {
-#pragma unroll
-      for (int i = 0; i < kUnitLoads; ++i) fold ^= unit.bytes[i].x ^ unit.bytes[i].y ^ unit.bytes[i].z ^ unit.bytes[i].w;
-      acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
-    } else {
-      accumulate_unit<TOKEN_TILES, 1>(acc, unit, a.e8m0, act, xs, unit_block(u) - kb_begin, lane);
-    }
+    accumulate_unit<TOKEN_TILES, 1>(acc, unit, a.e8m0, act, xs, unit_block(u) - kb_begin, lane);
     if ((u % my_blocks) == my_blocks - 1) park_partials(red, acc, unit_tile(u) - tile_begin, a.warps_k, wk, lane);
   };
   for (int base = 0; base < units; base += window) {
@@ -781,7 +710,6 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
     }
   }
   __syncthreads();
-  timeline_stamp(a, 4);
 
   // 4./5. Partials across warps and the cluster, bias, output.
   reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, m_begin, tokens, true);

@@ -74,8 +74,8 @@ constexpr int kStageWeightBytes = 4 * 16 * kStageThreads;
 constexpr int kStageBytes = kStageWeightBytes + 4 * kStageThreads;
 constexpr int kMaxStages = 4;
 // Instances with more token tiles than this have no staging code at all: their accumulators and
-// activation fragments already fill the 128 registers, and the staging bookkeeping spilled them
-// (SASS of v5: 35 local loads in the 4-tile instance). The plan gives them no stages.
+// activation fragments already fill the 128 registers, and the staging bookkeeping spilled them.
+// The plan gives them no stages.
 constexpr int kMaxStagedTokenTiles = 2;
 
 SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
@@ -88,8 +88,8 @@ SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStage
 // at lb * 2048. Every tile of the CTA has its own stage (the plan requires it): no slot is
 // refilled, so no one hands one back. Plain layout: ONE tensor copy per tile (a 3-D tensor map
 // over the weight as [K block][row][128 bytes], CU_TENSOR_MAP_SWIZZLE_128B), so row r of a block
-// is at r * 128 with its 16-byte piece p at p ^ (r & 7) (tools/stream_ceiling.py on the H200:
-// 2 KB copies, one per row, stream at 0.57 of the floor; 32 KB copies at 0.94). AITER-shuffled
+// is at r * 128 with its 16-byte piece p at p ^ (r & 7) (large copies stream near the floor, 2 KB
+// copies one per row far below it: docs/design/sm90.md). AITER-shuffled
 // layout: a tile's blocks are contiguous in global memory (weight_layout.h) and travel as one
 // bulk copy, keeping their layout (its 16-byte pieces share banks: correct, slower; sm_90 users
 // keep weights plain).
@@ -174,20 +174,17 @@ constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_ma
 constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
 constexpr int kWgmmaWarpGroups = 4;  // warpgroups of the CTA, taking K blocks wg, wg + 4, ...
 // Windows a CTA may have: each costs the thread 4 x token_tiles accumulator registers, plus as
-// many for every block in flight. The co-resident variant (2 warpgroups) stays at 2 (8 tiles, as
-// measured in session 5). The 4-warpgroup kernel has 3, so that a K split of 4 (whose activations
-// fit beside the ring) has a CTA's 9-11 tiles of the large shapes (30 clusters of 4 are resident on
-// the H200): at 9-16 tokens that halves the activations each CTA reads (session 21), and from 4-8
-// tokens the overlapping window's reads of the split of 2 cost more than the 12 idle SMs (session
-// 22: kWindowReadWeight). Before session 22 a forced k_split of 4 at 1-8 tokens silently ran the
-// register kernel.
+// many for every block in flight. The co-resident variant (2 warpgroups) stays at 2 (8 tiles).
+// The 4-warpgroup kernel has 3, so that a K split of 4 (whose activations fit beside the ring)
+// has a CTA's 9-11 tiles of the large shapes (30 clusters of 4 are resident on the H200): at 9-16
+// tokens that halves the activations each CTA reads, and from 4-8 tokens the overlapping window's
+// reads of the split of 2 cost more than the 12 idle SMs (kWindowReadWeight).
 SGL_FP8_HD constexpr int wgmma_max_windows(int token_tiles, int warpgroups) {
   return warpgroups == kWgmmaWarpGroups ? 3 : 2;
 }
 // Windows an instance is compiled for. Up to 16 tokens a plan of more than 8 tiles a CTA takes an
-// instance of its own: the third window's code in the one instance of 16 tokens cost the plans
-// that never use it 1.5-2.5 % a call in the decode step (4096x4096 and 6144x4096 at 12 tokens,
-// H200, session 21).
+// instance of its own: the third window's code in the one instance of 16 tokens slowed the plans
+// that never use it (cold code in the decode step).
 SGL_FP8_HD constexpr int wgmma_instance_windows(int token_tiles, int max_tiles) {
   return token_tiles > 2 || max_tiles > 2 * kWindowTiles ? 3 : 2;
 }
@@ -209,7 +206,7 @@ constexpr int kBarrierExchangeFlag = 2048;
 // Paired activations (4-warpgroup wgmma ring kernel, 9-32 tokens, not pre-quantized): clusters of
 // k_split x 2 CTAs, whose two row groups of one K slice each quantize half of its tokens and send
 // the e4m3 bytes and scales to the other by st.async (counted on its activation mbarrier), so that
-// each activation byte is read from L2 by half as many CTAs (docs/sm90.md, session 24).
+// each activation byte is read from L2 by half as many CTAs.
 // kPairActivationsFlag asks for them wherever they fit; kNoPairActivationsFlag leaves them out where
 // the plan would take them by default (the pre-quantized input, and A/B runs).
 constexpr int kPairActivationsFlag = 8192;
@@ -221,7 +218,7 @@ SGL_FP8_HD constexpr int pair_token_count(int pair, int tokens) {
   return pair ? tokens - (tokens + 1) / 2 : (tokens + 1) / 2;
 }
 constexpr int kMaxWgBlocks = 4;      // blocks per warpgroup issued in rounds with one wait each (16 per CTA)
-constexpr int kChunkTargetBytes = 32 * 1024;  // tools/stream_ceiling.py --copy-sizes: 32 KB copies stream at 0.94
+constexpr int kChunkTargetBytes = 32 * 1024;  // copies of this size stream near the copy bandwidth
 
 // First tile of window w: windows are 4 tiles wide and never pass the CTA's last tile, so the
 // last one may overlap its predecessor and the ones past it repeat it (their rows are computed
@@ -237,7 +234,7 @@ SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
 }
 // a / b for small non-negative integers, from b's reciprocal in fp32 (inverse_b = 1.0f / float(b),
 // the IEEE division): an integer division by a runtime value is ~20-30 instructions, and the MMA
-// loop and the epilogue would run them cold (docs/sm90.md, session 13). (a + 0.5) / b lies at
+// loop and the epilogue would run them cold. (a + 0.5) / b lies at
 // least 1 / (2b) from an integer, and fp32's relative error here (the reciprocal, then the
 // product) is below 2^-23, so the result is exact while (a + 0.5) * 2^-23 < 1/2, i.e. far beyond
 // what the kernels divide (below 2^22, the launcher's bounds); tests/sm90_layout_check.cpp tries
@@ -282,20 +279,17 @@ SGL_FP8_HD int64_t wgmma_ring_offset(int lb, int rows, int row, int k) {
 // Where the cluster's partial sums arrive: over the activations from 32 tokens on (5120 x 4096:
 // the CTA's 11 tiles fit only so, 24 KB of inbox over 32 KB of activations), in a region of their
 // own below (the CTA then arrives on the cluster barrier at entry, not after its MMAs, which
-// measured 0.25-0.35 us faster at M = 1 on the H200).
+// measured faster).
 // From 32 tokens the inbox lies over the activations unless the plan finds room for one of its own
-// (WgmmaRingSmemLayout's own_inbox, session 20): then the async exchange serves 32 tokens too.
+// (WgmmaRingSmemLayout's own_inbox): then the async exchange serves 32 tokens too.
 SGL_FP8_HD constexpr bool wgmma_inbox_over_activations(int token_tiles) { return token_tiles > 2; }
 
 // The direct exchange (the co-resident variant, K split): each warpgroup stores its partial sums
 // straight into its own slot of the inbox of the CTA that finishes the tile (st.async, counted in
 // bytes on that CTA's inbox mbarrier), which waits for those bytes: no CTA barrier, no parking of
-// the partials, no cluster barrier after the exchange. H200, tools/config_ab.py, both exchanges
-// in one build, the same bits, two runs on two machines (c77baa7, 5ff71b6), at M <= 2 where the
-// co-resident variant serves the kernel's own plan: 0.93-0.99x the time on 4096x2048, 4096x4096
-// and 4096x1024; 4608x4096 0.98-1.00x; 5120x4096 0.99x in one run and 1.01-1.03x in the other. With 4
-// warpgroups (4x the bytes of one partial per tile, the inbox 4x larger) it took 0.99-1.02x at
-// M = 4-8 and 1.03-1.06x at M = 16: the 4-warpgroup kernel sums its warpgroups first
+// the partials, no cluster barrier after the exchange (the same bits as the barrier's; measured
+// faster for the co-resident variant). With 4 warpgroups (4x the bytes of one partial per tile,
+// the inbox 4x larger) it was not faster: the 4-warpgroup kernel sums its warpgroups first
 // (wgmma_async_exchange).
 SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, bool inbox_over_activations, int k_split) {
   return warpgroups == kCoResidentWarpGroups && !inbox_over_activations && k_split > 1;
@@ -303,13 +297,11 @@ SGL_FP8_HD constexpr bool wgmma_direct_exchange(int warpgroups, bool inbox_over_
 // The 4-warpgroup kernel's async exchange (K split): the CTA still parks and sums its warpgroups'
 // partials, then stores each tile's sum by st.async into the finishing CTA's inbox, counted in
 // bytes on that CTA's inbox mbarrier, which it waits for instead of the cluster barrier (whose
-// release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements). H200, binary
-// against binary (docs/sm90.md, session 15): bench 0.955x the time at M = 8-16 (0.89x at best),
-// level at M <= 4 and M = 32; the decode step level. At 32 tokens, with an inbox of its own
-// (session 20, binary against binary): 0.96-0.97x the time on 4096x2048 and 4608x4096. Where the
-// inbox lies over the activations (32 tokens, no room for one of its own) the cluster barrier
-// after the MMAs stays, as the peers may write there only once every CTA has read its
-// activations, and the async exchange replaces the second one (session 23).
+// release fence, MEMBAR.ALL.GPU, waited for the DSMEM stores' acknowledgements); measured faster
+// at 8-16 tokens and, with an inbox of its own, at 32. Where the inbox lies over the activations
+// (32 tokens, no room for one of its own) the cluster barrier after the MMAs stays, as the peers
+// may write there only once every CTA has read its activations, and the async exchange replaces
+// the second one.
 SGL_FP8_HD constexpr bool wgmma_async_exchange(int warpgroups, int k_split) {
   return warpgroups == kWgmmaWarpGroups && k_split > 1;
 }

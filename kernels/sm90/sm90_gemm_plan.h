@@ -11,7 +11,7 @@
 //   * every CTA also reads and quantizes its K slice of the activations (tokens x K/S x 2 B,
 //     from L2), which favours a larger k_split as M grows; a cluster costs a barrier and a
 //     distributed-shared-memory exchange.
-// docs/sm90.md records the H200 measurements behind the constants.
+// docs/design/sm90.md records the H200 measurements behind the constants.
 #pragma once
 
 #include <stdint.h>
@@ -62,9 +62,9 @@ constexpr int kWarpsPerCta = 8;
 // Activation groups (token x 128-K block) a CTA quantizes per L2 round trip: 16 half-warps x 8
 // loads in flight each (kActivationBatch in the kernel).
 constexpr int kGroupsPerRoundTrip = 128;
-// Cost-model weights, in bytes-equivalent of weight streamed per SM, fitted to the H200 sweep of
-// k_split x M in docs/sm90.md: an activation byte costs twice a weight byte (its loads sit in the
-// exposed prologue), each further round trip of the prologue ~1.2 us, clusters beyond 2 CTAs
+// Cost-model weights, in bytes-equivalent of weight streamed per SM, fitted to an H200 sweep of
+// k_split x M (docs/design/sm90.md): an activation byte costs twice a weight byte (its loads sit
+// in the exposed prologue), each further round trip of the prologue about a microsecond, clusters beyond 2 CTAs
 // measurably slow start-up and the exchange, and a CTA whose shared memory leaves no room for
 // the next kernel's CTA gives up the launch overlap.
 constexpr double kActivationByteWeight = 2.0;
@@ -74,30 +74,17 @@ constexpr double kClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 32 * 1024, 48 * 1
 constexpr double kNoOverlapCost = 24 * 1024;
 // wgmma ring kernel, 1-16 tokens: each tile a CTA's windows read beyond its own (the last window
 // overlapping its predecessor, or past a CTA of 5 tiles) costs 0.6 of a streamed tile (the MMAs'
-// cost follows their shared-memory reads, docs/sm90.md session 19), and a cluster of 3 costs more
-// than one of 4 (kWgmmaClusterCost; the other kernels keep kClusterCost, fitted for them). Fitted
-// to session 22's H200 sweep of K splits 2 / 3 / 4 (tools/config_ab.py on 5120x4096, 4608x4096,
-// 4096x4096, 2112x7168 and 2560x4096 at 1-16 tokens, after a copy kernel and back to back;
-// docs/perf/h200_plan_refit_s22/ and its fit_window_weight.py): over those 30 points the chosen
-// split's summed excess over the best one went from 0.36 to 0.17 after a copy kernel and from
-// 0.36 to 0.13 back to back. The split of 3 (39 clusters, 117 CTAs) was no faster than 2 on
-// 4608x4096 and slower on 4096x4096, where the split of 4 won by 4-8 % after a copy kernel
-// (4608x4096 from 4 tokens) or lost by 4-8 % (4096x4096, which has no overlapping window at the
-// split of 2). Default plans that moved in session 22 (with the 8-token 3-window instance; grids
-// recorded on the H200, and tests/sm90_layout_check.cpp with its cluster residency): 5120x4096 at
-// 8-12 tokens and 4608x4096 at 4-8 to a split of 4; 2112x7168 at 1-8 and 2560x4096 at 8 to 8 (15
-// clusters of 8, 9 or 11 tiles: after a copy kernel 4-12 % faster than 3 or 4 on 2112x7168, 5 %
-// than 4 on 2560x4096, measured after the fit); 1024x4096 at 1-4 from 8 to 6.
+// cost follows their shared-memory reads), and a cluster of 3 costs more than one of 4
+// (kWgmmaClusterCost; the other kernels keep kClusterCost, fitted for them). Fitted to an H200
+// sweep of K splits 2 / 3 / 4 on the large shapes at 1-16 tokens, after a copy kernel and back to
+// back (docs/design/sm90.md): the split of 3 was measured no faster than 2 and 4 on them.
+// tests/sm90_layout_check.cpp pins the default plans this gives.
 constexpr double kWindowReadWeight = 0.6;
 // wgmma ring kernel, K split more than 4 ways: a CTA's K slice shorter than 8 blocks costs 8 KB
-// for each block it lacks (its 4 warpgroups get 1-2 blocks each). Fitted to session 22's H200
-// sweep of splits 2 / 4 / 6 / 8 (docs/perf/h200_plan_refit_s22/, calls 7-8): on 1536x4096 and
-// 1024x4096 the split of 4 (4 tiles, 8 blocks; only 64 CTAs on 1024x4096) beat 6 and 8 (4-6 blocks)
-// by 4-16 % at 1-32 tokens in both orders, on 2560x4096 from 17 tokens by 1-13 %; over the 34
-// points of calls 2 and 7 the summed excess over the best split (the worse of the two orders)
-// fell from 0.82 to 0.19 (fit_short_slice.py there).
-// It costs 2560x4096 at 9-12 tokens, which now takes the split of 4: 1.05-1.06x the split of 8's
-// time after a copy kernel, 1.03-1.04x back to back.
+// for each block it lacks (its 4 warpgroups get 1-2 blocks each). Fitted to an H200 sweep of
+// splits 2 / 4 / 6 / 8: on 1536x4096 and 1024x4096 the split of 4 (4 tiles, 8 blocks) beat 6 and
+// 8 (4-6 blocks) at 1-32 tokens, on 2560x4096 from 17 tokens. It leaves 2560x4096 at 9-12 tokens
+// on the split of 4, slightly slower there than 8 (docs/design/sm90.md).
 constexpr int kShortSliceBlocks = 8;
 constexpr double kShortSliceBlockCost = 8 * 1024;
 constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 48 * 1024, 64 * 1024,
@@ -106,15 +93,11 @@ constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 4
 // up to 16 tokens), the windows' extra reads 0.3 of a streamed tile (0.6), a short K slice twice
 // as much as up to 16 tokens, and the cluster's cost counts twice only where the candidate's inbox
 // must lie over its activations (its exchange then waits on a cluster barrier after the MMAs).
-// Before session 24 every 17-32-token candidate paid its cluster twice and no window reads, so
-// 5120x4096 and 4096x4096 took the split of 2 up to 28 tokens and 4608x4096 up to 24, each CTA
-// quantizing 17-28 tokens x 2048 K: 1.09-1.22x the split of 4's time back to back, 1.05-1.13x
-// after a copy kernel (H200, tools/config_ab.py, splits 2 / 4 / 8 at 17, 20, 24, 28, 32 tokens on
-// 10 shapes; docs/perf/h200_plan_17_32_s24/). Over those 50 points the chosen split's summed
-// excess over the fastest one fell from 1.61 to 0.08 back to back and from 1.28 to 0.16 after a
-// copy kernel (fit_17_32.py there); left wrong: 2560x4096 at 17-20 tokens (the split of 4, 2-7 %
-// slower than 8) and 1024x4096 at 20 (8, 3 % slower than 4 back to back).
-// wgmma ring kernel, no K split by default (session 27; plan_wgmma_ring_gemm): K blocks a CTA at most,
+// Fitted to an H200 sweep of splits 2 / 4 / 8 at 17-32 tokens on 10 shapes (docs/design/sm90.md):
+// charging every candidate its cluster twice and no window reads made the large shapes take the
+// split of 2, each CTA quantizing up to 28 tokens x 2048 K, measured slower than 4. Known misses:
+// 2560x4096 at 17-20 tokens (takes 4, 8 is faster) and 1024x4096 at 20 (takes 8, 4 is faster).
+// wgmma ring kernel, no K split by default (plan_wgmma_ring_gemm): K blocks a CTA at most,
 // and the least share of the SMs its row groups must cover.
 constexpr int kNoSplitMaxBlocks = 8;
 constexpr double kNoSplitMinSmFraction = 0.3;
@@ -185,8 +168,8 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   }
   // Weight staging stages in the shared memory left under the two-CTAs-per-SM budget: more
   // bytes in flight per SM, and more of the next launch's weight requested before it waits for
-  // this one. Measured on the H200 (docs/sm90.md, v5): one stage is 2-3 % faster than none at
-  // M = 1 and 8, two or three stages are slower, so one is the default; config.smem_stages
+  // this one. One stage was measured faster than none, two or three slower, so one is the
+  // default (docs/design/sm90.md); config.smem_stages
   // (up to kMaxStages) overrides it, flag 8 (kNoStaging) turns staging off. Instances of more than
   // kMaxStagedTokenTiles token tiles are compiled without staging.
   if (best.cost >= 0 && !(config.flags & 8) && token_tiles <= kMaxStagedTokenTiles) {
@@ -205,10 +188,10 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
 }
 
 // Ring kernel (M <= 16): one CTA of 16 consumer warps + 1 producer per SM, clusters of k_split <= 2
-// CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream:
-// docs/sm90.md). Every 16-row tile of the CTA gets its own stage, so the whole weight share of
-// the CTA is requested at entry and no slot is ever refilled (a refill's write-after-read order
-// is one compute-sanitizer racecheck does not follow through TMA copies; docs/sm90.md). The cost
+// CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream).
+// Every 16-row tile of the CTA gets its own stage, so the whole weight share of the CTA is
+// requested at entry and no slot is ever refilled (a refill's write-after-read order is one
+// compute-sanitizer racecheck does not follow through TMA copies). The cost
 // counts the busiest consumer warp's units and the activation bytes each CTA quantizes (as
 // above). Returns cost < 0 where it does not apply (more tokens, the CTA's tiles do not fit).
 constexpr int kMaxRingCluster = 2;
@@ -327,15 +310,15 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     }
     // From 17 tokens a CTA's partial sums are 4x those of 8 tokens, and where its inbox lies over
     // its activations (no room for one of its own, below) the cluster waits for its slowest CTA's
-    // MMAs before exchanging them (the exchange took 2.0-2.3 us at k_split 4 in tools/gemm_timeline.py
-    // at 4443eab, against ~1 us at M = 1). The cluster's cost counts twice there.
+    // MMAs before exchanging them (about twice as long as at one token). The cluster's cost counts
+    // twice there.
     const bool n32 = wgmma_inbox_over_activations(token_tiles);
     // 17-32 tokens with a K split: an inbox of its own where the partition still fits with it, in
     // shared memory and in one resident wave (its async exchange, wgmma_async_exchange, needs no
     // cluster barrier after the MMAs). On the H200 5120x4096 M = 32's partition (30 clusters of 4,
-    // 11 tiles) does not fit with it in shared memory; a build that gave every 32-token plan an
-    // inbox of its own moved that plan and took 1.85-1.90x the time (session 20). The cost takes the default's layout: the barrier exchange's flag, which keeps
-    // the inbox over the activations, must not move the partition.
+    // 11 tiles) does not fit with it in shared memory; giving every 32-token plan an inbox of its
+    // own moved that plan and was measured much slower. The cost takes the default's layout: the
+    // barrier exchange's flag, which keeps the inbox over the activations, must not move the partition.
     WgmmaRingSmemLayout own;
     bool own_fits = false;
     if (n32 && S > 1) {
@@ -361,11 +344,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       best.chunk_blocks = chunk_for(tiles);
       best.ring_slots = slots_for(tiles);
       // Half the copies at entry, the rest once the activation loads are issued: they queue behind
-      // the weight copies the grid has requested (session 30: behind the whole grid's, not only the
-      // CTA's own; H200, tools/gemm_timeline.py at f15c013,
-      // 5120x4096 M = 1 / 8 / 16: 10.08 / 11.07 / 13.46 us with every copy at entry, 9.12 / 9.93 /
-      // 12.22 with half, 10.05 / 10.76 / 12.74 with one of four). Co-resident: every slot's copy
-      // at entry, as the CTA then waits a whole launch for the previous one to end.
+      // the weight copies the whole grid has requested, not only the CTA's own (half was measured
+      // faster than all or a quarter). Co-resident: every slot's copy at entry, as the CTA then
+      // waits a whole launch for the previous one to end.
       const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
       best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
       best.smem_stages = 0;
@@ -382,16 +363,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // No K split by default up to 8 tokens where a CTA of one window (4 tiles) holds a whole K row
   // of at most kNoSplitMaxBlocks blocks (64 KB) and those CTAs cover at least kNoSplitMinSmFraction
   // of the SMs: no cluster, no exchange. The cost above weighs the busiest CTA's bytes and so
-  // prefers the split of 2, whose CTAs hold half as much. H200, session 27 (tools/config_ab.py,
-  // docs/perf/h200_session27/): 8192x1024, 6144x1024 and 4096x1024 (128, 96 and 64 CTAs) at 1-8
-  // tokens took 0.83-0.94x the split of 2's time back to back and 0.86-0.97x after a copy kernel
-  // (call 4); with the rule (call 5) the split of 2 took 1.03-1.23x / 1.01-1.20x the default's time
-  // on those and on 5120x1024, 8192x512 and 6144x768, and 1.12-1.16x / 1.00-1.01x on 4096x512;
-  // 3072x1024 (48 CTAs) without a split took 0.93-0.98x / 0.93-0.96x. It lost where its CTAs were
-  // fewer (2048x1024, 32 CTAs: 1.07-1.11x back to back, 0.98-1.03x after a copy kernel), held more
-  // of K (K = 1536: 0.90-0.95x back to back but 0.99-1.06x after a copy kernel; K = 2048 on 64 CTAs
-  // 1.02-1.11x) or from 16 tokens (each CTA then quantizes 16-32 tokens of all of K: 1.02-1.13x on
-  // 4096x1024). Not measured: 33-47 CTAs (the bound lies between 32 and 48 of 132).
+  // prefers the split of 2, whose CTAs hold half as much. Measured faster than the split of 2 on
+  // 8192x1024, 6144x1024, 4096x1024 and 3072x1024 at 1-8 tokens; slower where its CTAs were fewer
+  // (32), held more of K (1536 and up) or from 16 tokens (docs/design/sm90.md). The SM-fraction
+  // bound lies between 32 and 48 CTAs of 132 (nothing between was measured).
   if (best.wgmma && !co_resident && config.k_split == 0 && token_tiles == 1 && best.k_split > 1) {
     GemmConfig whole_k = config;
     whole_k.k_split = 1;
@@ -401,15 +376,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       return whole;
   }
   // Paired activations by default where the plan took a K split of 4 from 9 tokens and the pairs
-  // (clusters of 8) fit with at most 1.25x its tiles a CTA. H200, session 24 (tools/config_ab.py,
-  // the split of 4 forced with and without them, the same bits at every point;
-  // docs/perf/h200_pair_activations_s24/): 0.94-0.99x the time back to back and 0.91-0.98x after a
-  // copy kernel at 9-32 tokens on 5120x4096, 4608x4096 and 4096x4096, 0.94-1.00x and 0.90-0.98x on
-  // 2048x2048 and 3072x1536 at 24-32 tokens. On the H200 the pairs keep the partition (clusters of
-  // 8 and of 4 both hold 30 row groups; the 1.25x bound was written when the CPU residency table
-  // wrongly had 33 clusters of 4 for small CTAs, session 25). Not offered at other splits: the split
-  // of 2 in clusters of 4 lost on 4096x2048 (1.08x at 16 tokens with the same row groups, 1.00x at
-  // 24-32 with 60 against 64), and none other was measured.
+  // (clusters of 8) fit with at most 1.25x its tiles a CTA: the same bits, measured faster at 9-32
+  // tokens on the large shapes (docs/design/sm90.md). On the H200 the pairs keep the partition
+  // (clusters of 8 and of 4 both hold 30 row groups). Not offered at other splits: the split of 2
+  // in clusters of 4 was measured slower on 4096x2048, and none other was measured.
   if (best.wgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
       !(config.flags & kNoPairActivationsFlag)) {
     GemmConfig paired_config = config;
@@ -423,9 +393,9 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
 }
 
 // ---- the register-fed kernel (sm90_register_fed_gemm.cuh) ------------------------------------
-// Only where a config's flags ask for it (kRegisterFedFlag; the shipped H200 table does at 9 of its 1-2-token
+// Only where a config's flags ask for it (kRegisterFedFlag; the shipped H200 table does at some 1-2-token
 // points): after a copy kernel, as in a decode step, it is slower than the kernels' own plans on the large Qwen
-// shapes (docs/sm90.md, sessions 38-39), so no plan takes it by default.
+// shapes (docs/design/sm90.md), so no plan takes it by default.
 constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
 
 // Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16

@@ -208,17 +208,12 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
   // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
   // through a refilled ring; where even its ring leaves the activations no room (M = 16 of
-  // 12288x4096), its instance with the whole shared memory (kWholeSmem). There they took
-  // 0.53-0.78x the time of the register kernel that served those shapes before (H200,
-  // tools/config_ab.py at f3ef7dd and 7bac70a). The whole-shared-memory instance is not tried
-  // first: it was 0.91-0.97x the co-resident variant's time on the largest shares but 1.15-1.17x
-  // on 6144x4096 (2ddbf22; docs/sm90.md, session 7). From session 8 to 15 the kernel's own plan
-  // took the co-resident variant first up to 2 tokens (where its K split was at most 2). Binary
-  // against binary (483d6d1 against fb2ddcf, H200, session 16; docs/sm90.md) the 4-warpgroup kernel
-  // took 0.92-0.99x its time at M = 1 on the SPEC Qwen shapes (`bench`, fp32 and e8m0; the tuned
-  // table already took it at M = 1-2), 0.77-0.81x for 4096x4096 in a decode step's sequence, and
-  // the decode step at batch 1 went from 912 to 893 us. The variant now serves only the shares the
-  // 4-warpgroup kernel cannot hold, and a config that asks for it.
+  // 12288x4096), its instance with the whole shared memory (kWholeSmem); both measured well
+  // faster there than the register kernel. The whole-shared-memory instance is not tried first:
+  // slightly faster than the co-resident variant on the largest shares, it was slower on
+  // 6144x4096. Where the 4-warpgroup kernel holds the share it was measured faster than the
+  // co-resident variant, at M = 1 too and in the decode step, so the variant serves only the
+  // shares the 4-warpgroup kernel cannot hold, and a config that asks for it (docs/design/sm90.md).
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
   GemmPlan plan;
@@ -351,7 +346,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.wgmma_layout = plan.wgmma_layout;
 
   cudaLaunchConfig_t config = {};
-  // (The register-fed kernel's CTAs along x, as tools/regmma_probe.cu launched them.)
+  // (The register-fed kernel's CTAs along x: one row group each.)
   config.gridDim = plan.register_fed ? dim3(plan.row_groups, 1, 1) : dim3(plan.k_split, plan.row_groups, plan.chunks);
   config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = size_t(plan.smem_bytes);

@@ -126,16 +126,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
           : "memory");
   }
 }
-// Whether the phase with parity `parity` has completed, without waiting (diagnostics).
-__device__ __forceinline__ bool mbarrier_test(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
 
 // ---- Distributed shared memory (clusters) -----------------------------------------------------
 // The shared::cluster address of this CTA's shared::cta address `address` in cluster CTA `rank`.
@@ -181,8 +171,7 @@ __device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* sr
 // parameter.
 // The copy is marked evict_first in the L2 (createpolicy): a streamed weight is read once per
 // decode step, and without the hint its 16-48 MB pushed out of the 50 MB L2 what the next kernels
-// read again, this kernel's own code among it (docs/sm90.md, session 12: a GEMM that follows other
-// code and a 64 MB stream took 4.3-6.4 us longer than after a copy kernel alone).
+// read again, this kernel's own code among it (a GEMM after a large stream then ran slower).
 __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const void* map, int c0, int c1, int c2,
                                                          uint32_t bar) {
   uint64_t policy;
@@ -205,8 +194,8 @@ __device__ __forceinline__ void tensor_copy_3d_to_shared(uint32_t dst, const voi
 // The kernel builds each descriptor from its low word: the start address field and the leading
 // offset. A start address `bytes` further on (a multiple of 16) is that word plus bytes >> 4: the
 // 14-bit field holds any shared-memory address (< 256 KB), so the sum never carries out of it.
-// One add per wgmma then replaces the mask, shift and or of each address (session 13: the MMA
-// loop's code is fetched cold in a decode step).
+// One add per wgmma then replaces the mask, shift and or of each address (the MMA loop's code is
+// fetched cold in a decode step).
 __device__ __forceinline__ uint32_t smem_descriptor_sw128_lo(uint32_t address) {
   return ((address & 0x3FFFF) >> 4) | (1u << 16);
 }
@@ -252,18 +241,6 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3(float4 (&d)[4], uint64_t a_
       : "+f"(d[0].x), "+f"(d[0].y), "+f"(d[0].z), "+f"(d[0].w), "+f"(d[1].x), "+f"(d[1].y), "+f"(d[1].z), "+f"(d[1].w),
         "+f"(d[2].x), "+f"(d[2].y), "+f"(d[2].z), "+f"(d[2].w), "+f"(d[3].x), "+f"(d[3].y), "+f"(d[3].z), "+f"(d[3].w)
       : "l"(a_desc), "l"(b_desc), "r"(int(accumulate)));
-}
-
-// Diagnostics: the global nanosecond timer (comparable across SMs) and the SM this CTA runs on.
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ unsigned sm_id() {
-  unsigned s;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-  return s;
 }
 
 // Programmatic dependent launch (sm_90): no-ops when the launch did not enable it.

@@ -113,8 +113,7 @@ __device__ __forceinline__ void unpack_8_as(const uint4 raw, float (&v)[8]) {
 
 // Lane q of a quad quantizes the 32 values at 32 q of a 128-group (`src` points at them; a lane that
 // is not `live` brings zeros, and every lane of the warp takes part in the shuffles): its 32 e4m3
-// bytes in K order into `bytes`, and the group's parameters. The register-fed GEMM's (and
-// tools/regmma_probe.cu's) quantization.
+// bytes in K order into `bytes`, and the group's parameters. The register-fed GEMM's quantization.
 template <bool FP16>
 __device__ __forceinline__ GroupQuantParams quantize_quad_share(const void* src, bool live, bool ue8m0,
                                                                 uint4 (&bytes)[2]) {

@@ -1,20 +1,12 @@
 // sm_90 register-fed GEMM: the fused op for 1-16 tokens where a config asks for it (flag
-// kRegisterFedFlag, 32768: tools/config_ab.py, the tuned table). Not the kernels' own plan anywhere:
-// against it, it is faster on some shapes and slower on others (below); the table takes it where it won.
+// kRegisterFedFlag, 32768; the tuned table). Not the kernels' own plan anywhere: against it, it is
+// faster on some shapes and slower on others; the table takes it where it won.
 //
-// Why it was built: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy
-// landing. Many small CTAs whose warps consume their own loads as they return overlap the MMAs
-// with the stream instead: tools/regmma_probe.cu's kQuantize variant of this structure took
-// 0.89-0.96x the fused op's time at 1-2 tokens on the Qwen shapes (session 37).
-// What it measured on an H200 (docs/sm90.md, sessions 38-39): as the default at 1-2 tokens (session 38's machine
-// code, binary against binary with the kernels' own plans, the 7 SPEC §6 shapes) back to back 0.94-0.97x on
-// 4096x1024 and 4096x2048, 1.00-1.09x on 5120x4096 and 4608x4096, 1.24-1.30x on 1536x4096 (96 CTAs); after a copy
-// kernel 0.88-0.91x on 4096x1024, 1.04-1.12x on the large shapes; the decode step 0.8-0.9 % slower. The probe was
-// 0.8 us faster on the large shapes; loading the block scales at entry (session 39) took that gap on 5120x4096 to
-// 0.3 us (0.88-0.97x session 38's time back to back), and two blocks in flight took 0.95-0.97x more at 4-7 blocks
-// a warp. Back to back it is now 0.90-0.97x the kernels' own plans' time on the Qwen shapes at 1-2 tokens, after a
-// copy kernel still slower on the large ones; `tune --after copy` puts flag 32768 in the shipped table for
-// 4096x1024 at 1-2 tokens, 2112x7168 at 1 (and 2, fp32) and 4096x2048 at 1.
+// Why: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy landing. Many
+// small CTAs whose warps consume their own loads as they return overlap the MMAs with the stream
+// instead. Measured against the kernels' own plans (docs/design/sm90.md): faster on the smaller
+// shapes (4096x1024, 4096x2048) back to back and after a copy kernel, slower on the large ones after
+// a copy kernel, as in a decode step; `tune --after copy` puts it in the shipped table where it won.
 //
 // What it does (sm90_gemm_layout.h, "register-fed kernel", has every offset):
 //   CTA x (256 threads, 8 warps; 3 CTAs an SM with 1 token tile up to K = 4096, else 2) owns output
@@ -51,11 +43,8 @@ namespace sgl_fp8::sm90 {
 // 332 at 2 tiles with 8).
 constexpr int register_fed_ctas_per_sm(int token_tiles, int kb) { return token_tiles == 1 && kb <= 4 ? 3 : 2; }
 // Blocks of a lane's weight requested before the wait (the quantization's registers are live until the first
-// MMA), and in flight from the first MMA on (one more requested as each is consumed). Two in flight, not four
-// (as ptxas had scheduled the probe's kQuantize variant): binary against binary on an H200 they took 0.92-1.02x
-// the time of four back to back and 0.94-1.00x after a copy kernel (session 38, 8bf097e), and with the scales
-// loaded at entry 0.95-0.97x at 4 and 7 blocks a warp where identical machine code (1-2 blocks) measured
-// 0.97-0.99x (session 39); no instance spills (ptxas -v), where four spilled 16-20 bytes at 4, 7 and 8 blocks.
+// MMA), and in flight from the first MMA on (one more requested as each is consumed). Two in flight, not four:
+// measured no slower, and no instance spills (ptxas -v), where with four some did at 4, 7 and 8 blocks.
 constexpr int kRegisterFedAtEntry = 2;
 constexpr int kRegisterFedInFlight = 2;
 
@@ -72,10 +61,9 @@ __device__ __forceinline__ void load_register_fed_block(uint4 (&dst)[4], const u
 
 // Lane b < KB of the warp holds the scale of the warp's block b as loaded (fp32 bits, or the e8m0 byte), loaded at
 // entry with the weight (neither depends on the previous kernel); block b's MMAs take it by a shuffle
-// (decode_scale_bits): one register a lane, not KB. Loaded in the block loop behind the e8m0 branch instead
-// (session 38's machine code), each block's scale was requested only after the previous block's MMAs, a global
-// load a block; the probe, whose fp32 scales ptxas hoisted above its first MMA, was 0.8-1.0 us faster on the
-// large shapes (docs/sm90.md, sessions 38-39).
+// (decode_scale_bits): one register a lane, not KB. Loaded in the block loop behind the e8m0 branch instead,
+// each block's scale was requested only after the previous block's MMAs, a global load a block exposed in
+// the loop (measurably slower on the large shapes).
 template <int KB>
 __device__ __forceinline__ uint32_t load_register_fed_scale(const GemmKernelArgs& a, int64_t first) {
   const int lane = threadIdx.x & 31;
@@ -86,8 +74,7 @@ __device__ __forceinline__ uint32_t load_register_fed_scale(const GemmKernelArgs
 
 // The wait for the previous grid, with the weight and scale loads issued before it kept above it. ptxas
 // (CUDA 13.0, -O3) moves loads whose results are first used after griddepcontrol.wait below it, so that
-// they would wait for the previous launch to end (session 37 found every register-fed probe doing
-// so). A use of them on a branch that is never taken (the launcher never launches M < 1) keeps them
+// they would wait for the previous launch to end. A use of them on a branch that is never taken (the launcher never launches M < 1) keeps them
 // above the wait; .ci/check_sm90.py checks the SASS. Returns true on that branch.
 template <int AHEAD, int BLOCKS>
 __device__ __forceinline__ bool wait_after_register_fed_loads(const uint4 (&wbuf)[BLOCKS][4], uint32_t scale_bits,

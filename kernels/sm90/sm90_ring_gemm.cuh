@@ -2,23 +2,22 @@
 // memory through TMA bulk copies, all of a CTA's weight requested at entry, before the kernel
 // waits for the previous one.
 //
-// Why (docs/sm90.md, tools/stream_ceiling.py and tools/gemm_timeline.py on the H200): a read-only
-// kernel that requests 128 KB per SM through bulk copies streams a decode weight at 96-98 % of the
-// copy bandwidth in graph replay, while the register pipeline (3-4 units per warp in registers,
-// 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream during the
-// activation prologue and serialises each unit's MMAs with its refill. Here:
+// Why (docs/design/sm90.md): a read-only kernel that requests 128 KB per SM through bulk copies
+// streams a decode weight near the copy bandwidth, while the register pipeline (3-4 units per warp
+// in registers, 128 registers per thread) keeps only ~64 KB per SM in flight, stalls its stream
+// during the activation prologue and serialises each unit's MMAs with its refill. Here:
 //  * one CTA per SM, 16 warps (512 threads, up to 128 registers each); no producer warp: the
 //    whole weight share is requested once, at entry, one copy per 16-row tile over the CTA's K
-//    slice (a tensor-map box for plain weights: 32 KB copies stream at 0.94 of the floor where
-//    one 2 KB copy per row streamed at 0.57, tools/stream_ceiling.py --copy-sizes), spread over
+//    slice (a tensor-map box for plain weights: large copies stream near the floor, one 2 KB
+//    copy per row far below it), spread over
 //    the warps' lane 0, each into its own slot with a "full" mbarrier that the copy's bytes
 //    complete (the plan gives every tile a slot, so none is refilled), before anything waits for
 //    the previous kernel: the weight does not depend on it;
 //  * then every warp fetches its share of the CTA's block scales, waits for the previous grid,
 //    quantizes the CTA's K slice of x into shared memory (the same code as the register kernel),
 //    and takes the stages as they land: warp (wt, wk) handles the K blocks wk, wk + 8, ... of
-//    tiles wt, wt + 2, ... (two groups of 8 warps: twice the warps of the first version, whose
-//    stream phase the timeline showed bound by shared-memory and MMA latency), two units at a
+//    tiles wt, wt + 2, ... (two groups of 8 warps: with one, the stream phase was bound by
+//    shared-memory and MMA latency), two units at a
 //    time, with the same unit math (accumulate_unit, two MMA chains), and parks the tile's
 //    partial sums; the epilogue is the register kernel's (reduce_and_store);
 //  * the next kernel may launch at once; its CTA gets this SM when this one exits and requests its
@@ -68,8 +67,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
-  const bool timeline = (a.flags & kTimeline) != 0;
-  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (a.k_split > 1) cluster_arrive_relaxed();  // matched in reduce_and_store
   // Plain weights: one tensor-map box per tile, always max_blocks_per_cta blocks (a CTA with
   // fewer reads a neighbour's blocks or zeros past K, and ignores them); shuffled: one bulk copy
@@ -110,11 +107,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
       unit_scales[s * nblocks + lb] =
           load_scale(int64_t((tile_begin + s) * kTileRows / 128) * a.kblocks + kb_begin + lb);
     }
-    const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
     wait_and_load_activations<TOKEN_TILES, PREQUANT, kRingThreads>(a, act, xs, 0, tokens, kb_begin, nblocks, group,
-                                                                 rank, entry_ns, issued_ns);
+                                                                 rank);
     __syncthreads();  // activations and unit scales written
-    timeline_stamp(a, 3);
 
     // 3. Stages as they land: warp (wt, wk) takes blocks wk, wk + 8, ... of tiles wt, wt + 2, ...
     const int wk = warp % kRingWarpsK, wt = warp / kRingWarpsK;
@@ -130,7 +125,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
     float4 acc[TOKEN_TILES];
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
-    uint32_t fold = 0;  // diagnostics (kStreamOnly)
     auto load_unit = [&](const uint8_t* stage, int s, int lb, WeightUnit& unit) {
       unit.scale_bits = unit_scales[s * nblocks + lb];
       const uint8_t* block = stage + lb * block_stride;
@@ -141,16 +135,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
           unit.bytes[h * 2 + c] = *reinterpret_cast<const uint4*>(block + lane_offset[h][c]);
     };
     auto use_unit = [&](const WeightUnit& unit, int lb) {
-      if (a.flags & kStreamOnly) {
-#pragma unroll
-        for (int j = 0; j < kUnitLoads; ++j)
-          fold ^= unit.bytes[j].x ^ unit.bytes[j].y ^ unit.bytes[j].z ^ unit.bytes[j].w;
-        acc[0].x = __uint_as_float((fold ^ unit.scale_bits) & 0x007FFFFFu);
-      } else if (a.flags & kSkipWeightDecode) {
-        accumulate_unit<TOKEN_TILES, 2, true, false>(acc, unit, a.e8m0, act, xs, lb, lane);
-      } else {
-        accumulate_unit<TOKEN_TILES, 2, true>(acc, unit, a.e8m0, act, xs, lb, lane);
-      }
+      accumulate_unit<TOKEN_TILES, 2, true>(acc, unit, a.e8m0, act, xs, lb, lane);
     };
     for (int s = wt; s < ntiles; s += kRingTileGroups) {
       const int slot = s;
@@ -175,7 +160,6 @@ __global__ void __launch_bounds__(kRingThreads, 1) ring_gemm_sm90(const __grid_c
     }
   }
   __syncthreads();
-  timeline_stamp(a, 4);
 
   // 4./5. Partials across warps and the cluster, bias, output (the first kGemmThreads threads move
   //       the data; the others join the barriers).

@@ -1,5 +1,4 @@
-// The ring kernels' tensor map of a plain weight, host side. Shared by the launcher
-// (sm90_kernels.cu) and tools/stream_ceiling.cu, which times these copies alone.
+// The ring kernels' tensor map of a plain weight, host side (the launcher, sm90_kernels.cu).
 #pragma once
 
 #include <cuda.h>

@@ -2,51 +2,45 @@
 // kernel's stream (the CTA's weight share requested through TMA into shared-memory slots) with
 // the tensor cores' own FP8 MMA reading both operands from shared memory.
 //
-// Why (docs/sm90.md): the mma.sync ring kernel's stream phase took 3.3 us for 160 KB per SM
-// whether its prologue ran or not: each 2 KB unit cost ~150 warp instructions (shared-memory
-// loads, the e4m3 -> f16 decode, 8 MMAs, the scaling). Here a 64-row x 128-K block is 4 wgmma
+// Why (docs/design/sm90.md): the mma.sync ring kernel's stream phase was bound by instruction
+// issue, not by the stream: each 2 KB unit cost ~150 warp instructions (shared-memory loads, the
+// e4m3 -> f16 decode, 8 MMAs, the scaling). Here a 64-row x 128-K block is 4 wgmma
 // instructions per warpgroup, no operand passes through registers, and the activations stay e4m3:
 //  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each it
 //    waits for the block's chunk, then for every 64-row window of the CTA's tiles issues
 //    m64nNk32 x 4 (N = 8, 16 or 32 tokens) into a fresh fp32 P (SPEC §3.4's per-block product);
 //    once a round of its blocks is issued it waits once and adds each P * (xs * ws) to its
 //    accumulators in block order. At 32 tokens a CTA of 3 windows runs window-major instead:
-//    warpgroup w < 3 takes window w over every block, so that each tile's sum is parked once
-//    (session 25);
+//    warpgroup w < 3 takes window w over every block, so that each tile's sum is parked once;
 //  * the CTA's tiles stand next to each other inside each block (sm90_gemm_layout.h,
 //    wgmma_ring_offset), so a window is one descriptor; a last window that would pass the CTA's
 //    rows is moved back to overlap its predecessor (the plan gives every CTA 4-8 tiles up to 8 tokens,
 //    4-12 from 9: at 9-16 tokens a plan of more than 8 tiles runs the 3-window instance);
 //  * start-up order (each measured on the H200): the block scales into registers before any
 //    copy, half the copies at entry, the other half once the first activation loads are in
-//    flight (the activation loads queue behind the copies in flight, the whole grid's: session 30
-//    measured a CTA without copies waiting as long as its neighbours; half at entry is the order
-//    that lets them through in time, every copy at entry without the prologue's wait would stream
-//    0.2-0.6 us sooner); at 32 tokens, where a CTA's share is at least 96 KB, once the
-//    activations are quantized (late_copies);
+//    flight (the activation loads queue behind the copies in flight, the whole grid's, not only
+//    the CTA's; half at entry is the order that lets them through in time); at 32 tokens, where a
+//    CTA's share is at least 96 KB, once the activations are quantized (late_copies);
 //  * the prologue quantizes the activations straight into wgmma's swizzled B layout
 //    (act_fp8_offset); from 9 tokens, where the plan takes a K split of 4, two row groups of a
 //    cluster of k_split x 2 share that work (paired activations, PAIR: each quantizes half of the
-//    tokens and st.asyncs them into the other; session 24: 0.94-0.99x the time back to back,
-//    0.91-0.98x after a copy kernel); the epilogue is the other kernels' (reduce_and_store),
+//    tokens and st.asyncs them into the other); the epilogue is the other kernels' (reduce_and_store),
 //    warpgroups in the role of their warps_k, the partials parked over the ring once it is read (and from 32
 //    tokens, where the plan finds no room for an inbox of its own, the cluster's inbox over the
 //    activations: WgmmaRingSmemLayout). A K split's sums go by st.async into the finishing CTA's
 //    inbox, which waits for their bytes on its mbarrier instead of a cluster barrier
-//    (wgmma_async_exchange; at 32 tokens with an inbox of its own since session 20, over the
-//    activations, after one cluster barrier that frees them, since session 23); the co-resident
+//    (wgmma_async_exchange; at 32 tokens with an inbox of its own, or over the activations after
+//    one cluster barrier that frees them); the co-resident
 //    variant's warpgroups send their partials so without summing them first
 //    (wgmma_direct_exchange).
 // The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
-// refills them as its chunks are read. Measured on the H200 (docs/sm90.md): slower than the
-// 4-warpgroup kernel wherever that kernel's ring holds the CTA's share, at M = 1 too since
-// sessions 14-15's changes to that kernel (the default took it up to 2 tokens from session 8 to
-// 15). The default takes it where the
-// 4-warpgroup kernel's ring cannot hold a CTA's share (6144x4096, 12288x4096, ...; 1.3-1.9x
-// faster than the register kernel there), and the same instance with the whole shared memory
-// (flag 1024, one CTA per SM) where even its 113 KB leave the activations no room.
+// refills them as its chunks are read. Measured on the H200 (docs/design/sm90.md): slower than
+// the 4-warpgroup kernel wherever that kernel's ring holds the CTA's share, at M = 1 too. The
+// default takes it where the 4-warpgroup kernel's ring cannot hold a CTA's share (6144x4096,
+// 12288x4096, ...; much faster than the register kernel there), and the same instance with the
+// whole shared memory (flag 1024, one CTA per SM) where even its 113 KB leave the activations no room.
 #pragma once
 
 #include <type_traits>
@@ -83,7 +77,7 @@ __device__ __forceinline__ void wgmma_block(float4 (&P)[WINDOWS][TOKEN_TILES], u
 }
 
 // Blocks a warpgroup issues before it waits, each into its own P of windows x token_tiles x 4
-// registers. Up to 16 tokens P may take 64 registers (4 blocks, as measured in session 5); at 32
+// registers. Up to 16 tokens P may take 64 registers (4 blocks); at 32
 // tokens 48 (3, 1 or 1 blocks for 1, 2 or 3 windows): with 64 the pre-quantized instance spilled.
 constexpr int wgmma_blocks_per_wait(int windows, int token_tiles) {
   const int blocks = (token_tiles > 2 ? 12 : 16) / (windows * token_tiles);
@@ -101,23 +95,17 @@ constexpr int window_major_blocks_per_wait(int token_tiles) { return 16 / token_
 // in order: the same bits), add the bias, round and store. Nothing else reads or writes this
 // CTA's shared memory by then, so it may exit as soon as it has stored; it does not wait for its
 // own st.async to land in its peers (they carry their data, and each peer waits for them before
-// it exits). compute-sanitizer (memcheck, racecheck) is clean over this exchange (session 10).
+// it exits). compute-sanitizer (memcheck, racecheck) is clean over this exchange.
 template <int TOKEN_TILES, int WGS>
 __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, const float* inbox, uint32_t inbox_bar,
                                                        int tile_begin, int ntiles, int rank, int tokens) {
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   constexpr int kTileOutputs = kTileRows * kTokenPad;
-  if (a.flags & kSkipEpilogue) {  // diagnostics: no stores (the peers' partials are not waited for)
-    timeline_stamp(a, 6);
-    return;
-  }
   mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(inbox_bar, 0);
-  timeline_stamp(a, 5);
-  const bool timeline = (a.flags & kTimeline) != 0;  // the output holds the timeline records
   const ExchangeSplit split = exchange_split(a, ntiles);
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
 #pragma unroll 1
-  for (int i = threadIdx.x; !timeline && i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
+  for (int i = threadIdx.x; i < (owned_end - owned_begin) * kTileOutputs; i += WGS * 128) {
     const int row = i % kTileRows, rest = i / kTileRows;
     const int m = rest % kTokenPad, owned = rest / kTokenPad;
     if (m >= tokens) continue;
@@ -140,7 +128,6 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
     const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
     store_output(a, sum, m, n);
   }
-  timeline_stamp(a, 6);
 }
 
 // Paired activations (PAIR, kPairActivationsFlag): the prologue's e4m3 bytes and scales also go,
@@ -213,8 +200,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   const uint32_t ring_address = shared_address(smem + layout.ring_offset);
   // The block scales of the CTA's (tile, block) pairs, decoded to fp32 bits as they reach shared
   // memory: decoded on every use in the MMA loop (an e8m0 byte's NaN and subnormal cases), the
-  // e8m0 path took 1.04-1.08x the time at M = 1 (H200, tools/config_ab.py at 9a8a3b8, the same
-  // bits). Flag kDecodeScalesInLoop keeps that order for A/B runs.
+  // e8m0 path was measurably slower at M = 1 (the same bits).
   uint32_t* unit_scales = reinterpret_cast<uint32_t*>(smem + layout.scale_offset);  // [tile][block]
   const int chunk_blocks = a.chunk_blocks;
   const int chunks = small_quotient(nblocks + chunk_blocks - 1, a.inverse_chunk_blocks);
@@ -229,15 +215,12 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
-  const bool timeline = (a.flags & kTimeline) != 0;
-  const unsigned long long entry_ns = timeline ? global_timer_ns() : 0;
   if (!PAIR && !inbox_over_activations && a.k_split > 1 && !inbox_barrier)
     cluster_arrive_relaxed();  // matched in reduce_and_store
 
   // 0. The block scales of every (tile, block) into registers, first of all: they are as cold as
   //    the weight, and a load issued behind the CTA's weight copies waits for the DRAM queue
-  //    those fill (the timeline showed ~1.5 us between entry and the end of a blocking scale
-  //    loop). They reach shared memory (decoded) after the activations, when they have long arrived.
+  //    those fill (a blocking scale loop there took a large share of the launch). They reach shared memory (decoded) after the activations, when they have long arrived.
   constexpr int kScaleRegs = 2;
   uint32_t scale_regs[kScaleRegs];
   const float inverse_nblocks = inverse_of_blocks(a, nblocks);
@@ -270,8 +253,8 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
       const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
       mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * (direct ? WGS : 1) * kTileRows * kTokenPad * 4));
     }
-    if (PAIR) {  // the peer's tokens: e4m3 bytes and a scale per K block (none when the prologue is skipped)
-      const int peer_tokens = (a.flags & kSkipPrologue) ? 0 : pair_token_count(pair ^ 1, tokens);
+    if (PAIR) {  // the peer's tokens: e4m3 bytes and a scale per K block
+      const int peer_tokens = pair_token_count(pair ^ 1, tokens);
       mbarrier_arrive_expect_tx(act_bar, uint32_t(peer_tokens * nblocks * (kBlockK + 4)));
     }
   }
@@ -308,21 +291,19 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // 32 tokens, a CTA share of >= 96 KB: the copies held back are requested by thread 0 once the
   // activations are in shared memory, not from inside the prologue (a warp's tensor copy does not
   // issue while the CTA's earlier copies stream, and the prologue's CTA barrier waits for that
-  // warp). Binary against binary (H200, session 16, docs/sm90.md): 0.92-0.98x the time at M = 32
-  // on 5120x4096 and 4608x4096 (176 and 160 KB a CTA), 1.02-1.06x on 4096x2048 (64 KB), and
-  // 1.03-1.10x at M = 4-16, where the other instances keep the prologue's order.
+  // warp). Measured faster at M = 32 on the large shares and slower on small ones (64 KB) and at
+  // M = 4-16, where the other instances keep the prologue's order (docs/design/sm90.md).
   const bool late_copies =
       WGS == kWgmmaWarpGroups && TOKEN_TILES == 4 && uint32_t(slots) * chunk_bytes >= 96u * 1024u;
 
   // 2. The activations (after the previous grid), then the block scales into shared memory.
-  const unsigned long long issued_ns = timeline ? global_timer_ns() : 0;
   // Else the copies held back are requested as soon as the first activation loads are in flight.
   if constexpr (PAIR) {
     const uint32_t peer_rank = uint32_t(rank + a.k_split * (pair ^ 1));
     const PeerActivations peer{cluster_address(act_address, peer_rank), cluster_address(shared_address(xs), peer_rank),
                                cluster_address(act_bar, peer_rank)};
     wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns,
+        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank,
         [&] {
           if (!late_copies) request_chunks(early, slots);
           cluster_wait();  // the peer has initialised its activation barrier (its entry arrival)
@@ -330,7 +311,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         pair_first_token(pair, tokens), pair_token_count(pair, tokens), peer);
   } else {
     wait_and_load_activations<TOKEN_TILES, PREQUANT, kThreads, true>(
-        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, entry_ns, issued_ns, [&] {
+        a, act, xs, 0, tokens, kb_begin, nblocks, group, rank, [&] {
           if (!late_copies) request_chunks(early, slots);
         });
   }
@@ -338,13 +319,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   for (int r = 0; r < kScaleRegs; ++r) {
     const int i = threadIdx.x + r * kThreads;
     if (i < ntiles * nblocks)
-      unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? scale_regs[r]
-                                                        : __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));
+      unit_scales[i] = __float_as_uint(decode_scale_bits(scale_regs[r], a.e8m0));
   }
 #pragma unroll 1
   for (int i = threadIdx.x + kScaleRegs * kThreads; i < ntiles * nblocks; i += kThreads)
-    unit_scales[i] = (a.flags & kDecodeScalesInLoop) ? load_scale(i)  // beyond 2 x kThreads (tile, block) pairs
-                                                      : __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));
+    unit_scales[i] = __float_as_uint(decode_scale_bits(load_scale(i), a.e8m0));  // beyond 2 x kThreads pairs
   fence_proxy_async_shared();  // the activations were stored by threads; wgmma reads them
   __syncthreads();             // activations and unit scales written
   if (late_copies && threadIdx.x == 0) {
@@ -355,15 +334,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(act_bar, 0);
     fence_proxy_async_shared();
   }
-  timeline_stamp(a, 3);
-  unsigned long long loop_begin_ns = 0, landed_at_ready = 0;
-  long long loop_begin_cycles = 0;
-  if (timeline && threadIdx.x == 0) {
-    loop_begin_ns = global_timer_ns();
-    loop_begin_cycles = clock64();
-#pragma unroll 1
-    for (int c = 0; c < slots; ++c) landed_at_ready += mbarrier_test(full + 8 * c, 0) ? 1 : 0;
-  }
 
   // 3. Blocks as their chunks land: warpgroup wg takes blocks wg, wg + WGS, ...
   const int wg = warp / 4, wq = warp % 4, q = lane & 3;
@@ -372,15 +342,6 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   auto a_block = [&](int lb) { return ring_lo + uint32_t(lb * rows * (kBlockK / 16)); };
   auto b_block = [&](int lb) { return act_lo + uint32_t(lb * kTokenPad * (kBlockK / 16)); };
   auto chunk_of = [&](int lb) { return small_quotient(lb, a.inverse_chunk_blocks); };  // lb / chunk_blocks
-  auto record_loop = [&] {
-    if (timeline && threadIdx.x == 0) {
-      const unsigned long long loop_ns = min(global_timer_ns() - loop_begin_ns, 0xFFFFull);
-      const unsigned long long loop_cycles = min((clock64() - loop_begin_cycles) >> 4, 0xFFFFll);
-      timeline_word(a, kTimelineSlots - 1,
-                    sm_id() | (static_cast<unsigned long long>(rank) << 8) | (landed_at_ready << 16) |
-                        (static_cast<unsigned long long>(chunks) << 24) | (loop_ns << 32) | (loop_cycles << 48));
-    }
-  };
   // Where every warpgroup has the same number of blocks (nblocks % WGS == 0, all the shapes of
   // SPEC §6), a warpgroup issues the MMAs of up to wgmma_blocks_per_wait of its blocks, each into
   // its own P, before it waits: a wgmma group's latency (a few hundred cycles) is paid once per
@@ -393,11 +354,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // Window-major (32 tokens, 9-12 tiles): each window goes to one warpgroup over all of the CTA's
   // K blocks instead of each warpgroup taking every window of a quarter of the blocks, so that each
   // tile's sum is parked once instead of once per warpgroup (90 KB of shared-memory stores and as
-  // many loads fewer on 5120x4096's 11 tiles); warpgroup 3 has no MMAs. Binary against binary on
-  // the H200 (session 25, docs/sm90.md; every 3-window CTA window-major), at 24-32 tokens: 0.965-0.982x
-  // the time on 4096x2048 (9 tiles, 4 blocks), 0.976-0.997x on 4096x4096, level on 4608x4096 and
-  // 5120x4096 (0.99-1.02x); at 8-16 tokens 1.035-1.07x on 5120x4096 and 4608x4096, which is why the
-  // 8- and 16-token instances keep the K-block order.
+  // many loads fewer on 5120x4096's 11 tiles); warpgroup 3 has no MMAs. Measured faster or level
+  // at 24-32 tokens, slower at 8-16 tokens, which is why the 8- and 16-token instances keep the
+  // K-block order (docs/design/sm90.md).
   const int windows = (ntiles + kWindowTiles - 1) / kWindowTiles;  // 1 .. kMaxWin (the plan)
   constexpr bool kWindowMajor = WGS == kWgmmaWarpGroups && TOKEN_TILES == kMaxWgmmaTokenTiles && kMaxWin >= kMaxWindows;
   const bool window_major = kWindowMajor && windows == kMaxWindows;
@@ -424,8 +383,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
     // acc_w += Pw * (xs * ws) for block lb of the window whose first tile is window_tile: this
     // thread's rows (tile window_tile + wq) and tokens 2q, 2q + 1.
     auto apply_window = [&](float4 (&acc_w)[TOKEN_TILES], int lb, int window_tile, const float4 (&Pw)[TOKEN_TILES]) {
-      const float ws = decode_scale_bits(unit_scales[(window_tile + wq) * nblocks + lb],
-                                         (a.flags & kDecodeScalesInLoop) && a.e8m0);
+      const float ws = __uint_as_float(unit_scales[(window_tile + wq) * nblocks + lb]);
 #pragma unroll
       for (int t = 0; t < TOKEN_TILES; ++t) {
         const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
@@ -441,12 +399,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll
       for (int w = 0; w < kWindows; ++w) apply_window(acc[w], lb, wgmma_window_tile(w, ntiles), P[w]);
     };
-    if (a.flags & kStreamOnly) {  // diagnostics: wait for every chunk, no MMA
-      for (int c = 0; c < chunks; ++c) {
-        mbarrier_wait(full + 8 * (c % slots), (c / slots) & 1);
-        if (refill) release_and_refill(c);
-      }
-    } else if (refill) {
+    if (refill) {
       // Chunk c holds block c * WGS + wg of each warpgroup: wait for it, its MMAs, wait for them,
       // apply, release the slot. The other warpgroup's MMAs run while this one waits (issuing the
       // next chunk's before waiting made ptxas serialize the wgmma: warning C7514).
@@ -512,14 +465,10 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
         apply(lb, P);
       }
     }
-    record_loop();
     if (direct) {
       // No CTA barrier, no parking: each warp stores its tile's partial sums straight into inbox
       // slot [owned tile][rank][warpgroup] of the CTA that finishes the tile (itself included).
       cluster_wait();  // the peers have initialised their inbox barriers
-      // Diagnostics without the epilogue: nothing is sent, as its peers will not wait for it (a
-      // CTA that exits while a peer's st.async is on its way faults the launch).
-      if (a.flags & kSkipEpilogue) return;
       const uint32_t inbox_address = shared_address(inbox);
       const int g = lane >> 2;
       const ExchangeSplit split = exchange_split(a, ntiles);
@@ -569,19 +518,17 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   } else {
     if constexpr (kMaxWin >= 3 && !kWindowMajor) stream_and_park(std::integral_constant<int, 3>{});
   }
-  if (direct) {  // stamp 4: thread 0 has sent its partials (no CTA barrier before it)
-    timeline_stamp(a, 4);
+  if (direct) {  // this CTA's partials are sent (no CTA barrier before the finish)
     finish_direct_exchange<TOKEN_TILES, WGS>(a, inbox, inbox_bar, tile_begin, ntiles, rank, tokens);
     return;
   }
   // With the inbox over the activations (32 tokens, no room for one of its own), the cluster's
   // peers may write it once every thread has arrived here, after its MMAs; reduce_and_store waits
   // for theirs before writing to them. Else the inbox has its own region and the CTA arrived at
-  // entry (or uses the async exchange): arriving
-  // here made the cluster's partial sums wait for its slowest CTA (+0.25-0.35 us at M = 1, H200).
+  // entry (or uses the async exchange): arriving here made the cluster's partial sums wait for
+  // its slowest CTA.
   if (inbox_over_activations && a.k_split > 1) cluster_arrive_release();
   __syncthreads();
-  timeline_stamp(a, 4);
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
   // (Paired activations: the phase begun at entry was completed in the prologue; with the inbox
