@@ -1,5 +1,7 @@
 """Per-decode-step time of a Qwen3-style model (transformers) with bf16 vs FP8 projections, each
-decode step captured once as a CUDA graph and replayed.
+decode step captured once as a CUDA graph and replayed. Run it on a CUDA GPU after a change that
+may move the decode step, and to refresh the decode-step table of docs/benchmarks.md
+(tools/device_run.sh's e2e step runs it):
 
     python tools/e2e_decode_bench.py --out e2e_decode.json [--batches 1,8,32] [--replays 50]
 

@@ -1,5 +1,7 @@
 """Where the decode step's time goes, kernel by kernel: the FP8 model of tools/e2e_decode_bench.py,
 one decode step captured as a CUDA graph and replayed under torch.profiler (CUPTI kernel records).
+Run it on a CUDA GPU when tools/e2e_decode_bench.py shows a step time moving, to see which kernels
+(the op's GEMMs or their neighbours) moved it; compare two builds with it side by side.
 
     python tools/e2e_kernel_profile.py --out e2e_profile.json [--batches 1,8] [--replays 30] [--models fp8,bf16]
 

@@ -1,19 +1,22 @@
-"""Small sweep of every CUDA op for compute-sanitizer (memcheck, racecheck): odd shapes, both
-layouts and scale formats, bias, every token-tile instance (M = 1, 13, 24, 33: 1, 2, 3 and 4 + 1
-tiles; up to 32 tokens the wgmma ring kernel for plain weights (M = 24: its 32-token instance,
-whose partials and inbox share shared memory with its ring and activations, and on 5120x4096 its
-late copies, requested after the prologue), below 17 tokens the
-mma.sync ring kernel for shuffled ones (and plain (48, 256), whose CTAs have too few tiles for
-wgmma), the register kernel above and through flag 32), M beyond one 32-token chunk, and the
-register kernel with a 3-stage shared-memory staging ring, and (M <= 16) the wgmma ring kernel's
-co-resident variant (flag 512) and its whole-shared-memory instance (flags 512 + 1024, also with
-k_split 1) and the 4-warpgroup kernel forced to k_split 2 and 4 (its async exchange), (M = 13-24)
-paired activations (flag 8192) at k_split 4 and at k_split 2 with the barrier exchange, and a
-weight share too large for the 4-warpgroup kernel (12288x4096, whose default is
-the refilled ring, and at M = 16 its whole-shared-memory instance); 4096x1024, whose default takes no
-K split up to 8 tokens (session 27); the register-fed kernel (flag 32768, M <= 16, every K that is a
-multiple of 1024). --quick (racecheck): 5120x4096, 272x1024 and 4096x1024 at
-M = 1, 16 and 24."""
+"""A small sweep of every CUDA op for compute-sanitizer: run it under memcheck and racecheck after
+changing a CUDA kernel or the plan (tools/device_run.sh's memcheck and racecheck steps do):
+
+    compute-sanitizer --tool memcheck --error-exitcode 9 python tools/sanitize_smoke.py
+    compute-sanitizer --tool racecheck --error-exitcode 9 python tools/sanitize_smoke.py --quick
+
+It launches the kernels the dispatch picks and, through the private configured op, the instances it
+does not pick by default, on shapes that stress their index math: odd N (48, 272, 2112), both weight layouts and
+scale formats, bias, M = 1, 13, 16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the
+register kernel with 3 staging stages, the wgmma ring kernel's co-resident and whole-shared-memory
+instances (with the plan's K split and with none), the 4-warpgroup kernel forced to K splits 2
+and 4 (its async exchange), paired activations at 13-32 tokens (with the async and the barrier
+exchange), the register-fed kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens)
+and 12288x4096 (a share too large for the 4-warpgroup kernel: the refilled ring). The quant and
+RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and 4096x1024 at
+M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's exit code is the verdict.
+"""
+
+import sys
 
 import torch
 
@@ -21,10 +24,9 @@ import sglang_fp8ext as fx
 
 dev = torch.device("cuda")
 gen = torch.Generator().manual_seed(3)
-import sys
 SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024), (4096, 1024))
 MS = (1, 13, 16, 24, 33)
-if '--quick' in sys.argv:  # racecheck is slow: one clustered shape, three M
+if '--quick' in sys.argv:  # racecheck is slow: three shapes, three M
     SHAPES, MS = ((5120, 4096), (272, 1024), (4096, 1024)), (1, 16, 24)
 for n, k in SHAPES:
     for m in MS:
