@@ -28,8 +28,8 @@ ACT_NAME = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 def pytest_collection_modifyitems(config, items):
     """Every test that takes the `gpu` fixture is a GPU test (`pytest -m gpu` selects it), wherever
-    it lives: session 7 found a GPU-fixture test outside the gpu-marked files that `-m gpu` had
-    not run since its expectation went stale."""
+    it lives, so that a GPU-fixture test outside the gpu-marked files cannot silently drop out of
+    `pytest -m gpu` (and go stale there)."""
     for item in items:
         if "gpu" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpu)

@@ -19,7 +19,7 @@ How transformers 5.17 decodes with a static cache (read from its source, not ass
     in place (addresses kept), so warm-up and capture happen first and the real prefill after.
   * With a compileable cache and one query token the mask is always materialized (never SDPA's
     ``is_causal`` shortcut), so eager and replayed steps run the same attention kernels.
-  * Measured on an H200 (torch 2.11): a replayed graph gives logits bitwise equal to eager;
+  * On CUDA (H200, torch 2.11) a replayed graph gives logits bitwise equal to eager;
     ``torch.compile(mode="reduce-overhead", fullgraph=True)`` does too, but only with
     ``torch._inductor.config.emulate_precision_casts=True`` (otherwise inductor's fused bf16
     intermediates round differently, and the FP8 activation quantization amplifies that).

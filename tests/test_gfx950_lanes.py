@@ -1,4 +1,4 @@
-"""CPU checks of the gfx950 kernels' lane and offset formulas (issue 4, item 3c).
+"""CPU checks of the gfx950 kernels' lane and offset formulas (SPEC §7).
 
 The formulas live in kernels/gfx950/gfx950_mfma_layout.h, a plain C++ header that the HIP kernels and
 the host compiler both build. tests/gfx950_lanes_check.cpp includes it and checks, for every lane:

@@ -8,7 +8,7 @@
 //   e8m0 path   : w_scale e8m0; the MFMA gets the weight and activation e8m0 bytes as its scale
 //                 operands and accumulates across blocks itself (the block scale is free)
 //
-// Structure (see docs/gfx950.md):
+// Structure (see docs/design/gfx950.md):
 //   * workgroup = W waves (W <= 16) over R 16-row weight tiles (R = 1 or 2) and a token slice of
 //     2 (R = 1) or 1 (R = 2) 16-token MFMA chunks; grid = (ceil(N/16/R), ceil(M/slice)).
 //   * wave w owns a contiguous range of K-blocks and walks it in stages of S = 4/R blocks: per

@@ -20,9 +20,9 @@ inline std::string dtype_name(at::ScalarType t) { return std::string(c10::toStri
 
 // Numbers, shapes and devices in error messages are turned into strings here (std::to_string,
 // snprintf, Device::str()), so that no message formats an integer through std::ostream in this
-// library: on the H200 image (torch 2.11.0+cu130, g++ 13.3) the CUDA build crashed inside
-// std::ostream::_M_insert<long> while formatting an argument check (docs/sm90.md, "Error
-// messages"). String-only messages were never affected.
+// library: with torch 2.11.0+cu130 and g++ 13.3 the CUDA build crashed inside
+// std::ostream::_M_insert<long> while formatting an argument check (string-only messages never
+// did).
 inline std::string num(int64_t v) { return std::to_string(v); }
 
 inline std::string num(double v) {
