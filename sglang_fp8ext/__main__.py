@@ -1,4 +1,4 @@
-"""Command line: ``python -m sglang_fp8ext {bench,tune,check}``."""
+"""Command line: ``python -m sglang_fp8ext {bench,tune,check,report}``."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--cpu", action="store_true", help="time the CPU ops even if a GPU is present")
     bench.add_argument("--diagnose", action="store_true",
                        help="GPU (sm_90): also time variants of the fused op (the register kernel and the mma.sync ring "
-                       "kernel where the wgmma ring kernel is the default, staging depth, spread clusters, forced k_split, PDL off, and "
-                       "diagnostic ones that skip a stage and output garbage) to locate where its time goes")
+                       "kernel where the wgmma ring kernel is the default, staging depth, spread clusters, forced k_split, PDL off; each with a correct output) to locate where its time goes")
 
     tune = sub.add_parser(
         "tune",
@@ -59,6 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
         "the path fp8_block_linear takes for each SPEC §6 shape at M = 1..32, then checks every op on the devices "
         "present against sglang_fp8ext.reference (PASS/FAIL per op; exit code 1 on any failure).",
     )
+    report = sub.add_parser(
+        "report",
+        help="generate docs/benchmarks.md from the committed bench and decode-step JSON",
+        description="Writes the benchmarks page (environment, method, one table per scale format with the "
+        "floor and each peer's speedup, the decode step, the reproducing commands, known limits) from the JSON "
+        "of `bench` and of tools/e2e_decode_bench.py. Deterministic: the same JSON gives the same bytes.",
+    )
+    report.add_argument("--bench", help="bench JSON (default: docs/perf/h200.json of the repository)")
+    report.add_argument("--decode", help="decode-step JSON of tools/e2e_decode_bench.py "
+                        "(default: docs/perf/h200_decode_step.json of the repository, if present)")
+    report.add_argument("--out", help="write the page here (default: print it to stdout)")
+    report.add_argument("--check", metavar="PATH",
+                        help="write nothing; exit 1 with a diff summary if PATH differs from the generated page")
     return parser
 
 
@@ -82,6 +94,10 @@ def main(argv=None) -> int:
         from . import check
 
         return check.main(args)
+    if args.command == "report":
+        from . import report
+
+        return report.main(args)
     raise AssertionError(args.command)
 
 
