@@ -1,8 +1,11 @@
-// CPU check of the sm_90 GEMM's index formulas (kernels/sm90/sm90_gemm_layout.h) and launch plan
-// (kernels/sm90/sm90_gemm_plan.h). Built and run by tests/test_sm90_layout.py; prints one line
-// per failed check and "checks=N failures=F" last; exits non-zero on any failure.
+// CPU check of the sm_90 GEMM's index formulas (kernels/sm90/sm90_gemm_layout.h), launch plans and
+// engine choice (kernels/sm90/sm90_gemm_plan.h). Built and run by tests/test_sm90_layout.py; prints
+// one line per failed check and "checks=N failures=F" last; exits non-zero on any failure.
+// With --table it prints instead choose_gemm's answer for every SPEC §6 shape, M = 1..33 and both
+// weight layouts, one "choose key=value ..." line each (then the checks' summary line).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <array>
 #include <set>
 #include <vector>
@@ -65,8 +68,6 @@ static void check_weight_units() {
 
 // For each MMA step (chunk c, word w) the A fragment's logical k of lane q maps to the physical
 // bytes that B (the activations) supplies for the same logical k: the K permutation is shared.
-// Both K choices: the register kernel's (unit_k_of) and the ring kernel's (ring_k_of).
-template <bool RING>
 static void check_k_permutation() {
   std::set<int> all_physical;
   for (int chunk = 0; chunk < 2; ++chunk)
@@ -76,14 +77,14 @@ static void check_k_permutation() {
         const int lane = q;  // g does not change k
         const int ks[4] = {2 * q, 2 * q + 1, 8 + 2 * q, 9 + 2 * q};
         for (int i = 0; i < 4; ++i) {
-          const int p = a_physical_k<RING>(lane, chunk, word, ks[i]);
+          const int p = a_physical_k(lane, chunk, word, ks[i]);
           // B: b0 holds logical (2q, 2q+1) = f16 pair 4w, 4w+1 of the lane's chunk, b1 holds
           // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_block_scaled_gemm.cuh, accumulate_unit).
-          const int b_physical = (RING ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk)) + 4 * word + i;
-          CHECK(p == b_physical, "k permutation: ring=%d chunk=%d word=%d q=%d logical=%d A=%d B=%d", RING, chunk, word,
-                q, ks[i], p, b_physical);
+          const int b_physical = unit_k_of(lane, chunk) + 4 * word + i;
+          CHECK(p == b_physical, "k permutation: chunk=%d word=%d q=%d logical=%d A=%d B=%d", chunk, word, q, ks[i], p,
+                b_physical);
           for (int g = 1; g < 8; ++g)  // the same K for every row/token of the fragment
-            CHECK(a_physical_k<RING>(lane + 4 * g, chunk, word, ks[i]) == p, "k depends on g");
+            CHECK(a_physical_k(lane + 4 * g, chunk, word, ks[i]) == p, "k depends on g");
           logical.insert(ks[i]);
           physical.insert(p);
           all_physical.insert(p);
@@ -113,17 +114,14 @@ static void check_activation_smem() {
       for (int chunk = 0; chunk < 2; ++chunk)
         for (int half = 0; half < 2; ++half)
           for (int quarter = 0; quarter < 4; ++quarter) {
-            for (bool ring : {false, true}) {
-              std::set<int> banks;
-              for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
-                const int token = 8 * t + (lane >> 2);
-                const int k = ring ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk);
-                const int o = act_f16_offset(1, token, token_pad, k + 8 * half);
-                banks.insert((o / 16) % 8);
-              }
-              CHECK(banks.size() == 8, "act read bank conflict: ring=%d tiles=%d chunk=%d half=%d quarter=%d", ring,
-                    token_tiles, chunk, half, quarter);
+            std::set<int> banks;
+            for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane) {
+              const int token = 8 * t + (lane >> 2);
+              const int o = act_f16_offset(1, token, token_pad, unit_k_of(lane, chunk) + 8 * half);
+              banks.insert((o / 16) % 8);
             }
+            CHECK(banks.size() == 8, "act read bank conflict: tiles=%d chunk=%d half=%d quarter=%d", token_tiles, chunk,
+                  half, quarter);
           }
   }
 }
@@ -190,12 +188,15 @@ static void check_plans() {
       // Instances of more token tiles are compiled without the staging code.
       CHECK(plan.token_tiles <= kMaxStagedTokenTiles || plan.smem_stages == 0, "%d token tiles staged",
             plan.token_tiles);
-      GemmConfig no_staging{};
-      no_staging.flags = 8;
-      const GemmPlan plain = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, no_staging, max_clusters);
-      CHECK(plain.smem_stages == 0 && plain.k_split == plan.k_split && plain.warps_k == plan.warps_k &&
-                plain.max_tiles_per_cta == plan.max_tiles_per_cta,
-            "flag 8 must only turn staging off");
+      CHECK(plan.engine == GemmEngine::kGeneral, "general plan's engine");
+      // config.staging_stages: more stages where the budget leaves room, never a different partition
+      GemmConfig staged{};
+      staged.staging_stages = kMaxStages;
+      const GemmPlan more = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, staged, max_clusters);
+      CHECK(more.smem_stages >= plan.smem_stages && more.smem_stages <= kMaxStages && more.k_split == plan.k_split &&
+                more.warps_k == plan.warps_k && more.max_tiles_per_cta == plan.max_tiles_per_cta &&
+                (more.smem_stages == 0 || more.smem_bytes <= kSmemBudget),
+            "staging_stages must only add stages");
       std::vector<int> hits(T * KB, 0);
       for (int group = 0; group < plan.row_groups; ++group) {
         const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
@@ -229,85 +230,6 @@ static void check_plans() {
       CHECK(bad == 0, "N=%lld K=%lld M=%lld: %lld (tile, block) units not covered exactly once", N, K, M, bad);
     }
   }
-}
-
-// Ring kernel. Plain weights: the tensor-map box [block][row][128 bytes] with the 128-byte
-// swizzle puts global byte (tile row r, K byte kk of the slice) at block (kk / 128) * 2048 +
-// r * 128, its 16-byte piece p = (kk % 128) / 16 moved to p ^ (r % 8) (CUDA driver API,
-// CU_TENSOR_MAP_SWIZZLE_128B: 16-byte chunks swizzled within each 128-byte span by the span's
-// index modulo 8, stages 1024-byte aligned). Shuffled: the tile's blocks as they are. Each lane's
-// pieces at ring_lane_offset + lb * ring_block_stride must be the SPEC bytes of (row, ring_k_of),
-// and (plain) the 8 lanes of each quarter-warp must read 8 different 16-byte bank groups.
-static void check_ring() {
-  for (bool shuffled : {false, true}) {
-    for (long long K : {256LL, 1024LL, 4096LL, 7168LL}) {
-      const long long KB = K / 128;
-      for (int S : {1, 2}) {
-        const int max_blocks = int((KB + S - 1) / S);
-        for (int rank = 0; rank < S; ++rank) {
-          const long long kb0 = rank * KB / S, nblocks = (rank + 1) * KB / S - kb0;
-          const long long tile = 3;
-          auto smem_of = [&](long long r, long long kk) {
-            if (shuffled) return spec_offset(16 * tile + r, 128 * kb0 + kk, K, true) - (tile * 16 * K + kb0 * 2048);
-            const long long span = (kk / 128) * 16 + r;  // 128-byte spans from the stage start
-            return span * 128 + ((((kk % 128) / 16) ^ (span % 8)) * 16) + kk % 16;
-          };
-          std::set<long long> covered;
-          for (long long lb = 0; lb < nblocks; ++lb)
-            for (int lane = 0; lane < 32; ++lane)
-              for (int half = 0; half < 2; ++half)
-                for (int chunk = 0; chunk < 2; ++chunk) {
-                  const long long row = (lane >> 2) + 8 * half, k = ring_k_of(lane, chunk);
-                  const long long got = lb * ring_block_stride() + ring_lane_offset(lane, half, chunk, shuffled);
-                  for (int j = 0; j < 16; ++j) {
-                    CHECK(got + j == smem_of(row, 128 * lb + k + j), "ring bytes: shuffled=%d K=%lld S=%d lb=%lld lane=%d",
-                          shuffled, K, S, lb, lane);
-                    covered.insert(row * 100000 + 128 * lb + k + j);
-                  }
-                  CHECK(got + 16 <= ring_stage_bytes(max_blocks) && got % 16 == 0, "ring piece outside the stage");
-                }
-          CHECK((long long)covered.size() == 16 * 128 * nblocks, "ring coverage: %zu", covered.size());
-          if (shuffled) continue;
-          for (int half = 0; half < 2; ++half)
-            for (int chunk = 0; chunk < 2; ++chunk)
-              for (int quarter = 0; quarter < 4; ++quarter) {
-                std::set<long long> groups;
-                for (int lane = 8 * quarter; lane < 8 * quarter + 8; ++lane)
-                  groups.insert((ring_lane_offset(lane, half, chunk, false) / 16) % 8);
-                CHECK(groups.size() == 8, "ring bank conflict: K=%lld S=%d half=%d chunk=%d quarter=%d", K, S, half,
-                      chunk, quarter);
-              }
-        }
-      }
-    }
-  }
-  // Plans: SPEC §6 shapes at M <= 16 take the ring; coverage and memory as for the register plans.
-  const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
-                                 {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
-  for (const auto& s : shapes)
-    for (bool shuffled : {false, true})
-      for (long long M : {1LL, 8LL, 9LL, 16LL, 17LL}) {
-        const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
-        const GemmPlan plan = plan_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, GemmConfig{}, max_clusters);
-        if (M > 16) {
-          CHECK(plan.cost < 0 && !plan.ring, "ring plan for M=%lld", M);
-          continue;
-        }
-        // At 16 tokens the activations and partial sums of the large shapes leave no room for all
-        // of a CTA's tiles: the register kernel takes them.
-        if (N >= 1024 && K >= 1024 && M <= 8)
-          CHECK(plan.ring, "no ring plan for N=%lld K=%lld M=%lld", N, K, M);
-        if (!plan.ring) continue;
-        const GemmSmemLayout base(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, 8, plan.k_split);
-        const RingSmemLayout ring(base, plan.max_blocks_per_cta, plan.smem_stages);
-        CHECK(ring.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "ring smem %lld", (long long)plan.smem_bytes);
-        CHECK(ring.ring_offset % 1024 == 0 && ring.barrier_offset % 8 == 0, "ring alignment");
-        CHECK(plan.smem_stages == plan.max_tiles_per_cta, "ring stages %d: every tile needs its own slot", plan.smem_stages);
-        CHECK(plan.warps_k == 8 && plan.warps_t == 1 && plan.k_split <= kMaxRingCluster, "ring warps/cluster");
-        CHECK(plan.row_groups * plan.k_split <= 132 && plan.chunks == 1, "ring grid");
-        CHECK(ceil_div(T, plan.row_groups) <= plan.max_tiles_per_cta && ceil_div(KB, plan.k_split) <= plan.max_blocks_per_cta,
-              "ring partition exceeds the plan's maxima");
-      }
 }
 
 // The 128-byte swizzle as the TMA applies it and wgmma reads it (address bits [4, 7) XOR [7, 10)
@@ -344,13 +266,14 @@ static void check_pair_activations() {
     for (const auto& s : {std::array<long long, 2>{5120, 4096}, {4608, 4096}, {4096, 4096}, {2048, 2048}}) {
       GemmConfig forced;
       forced.k_split = 4;
-      forced.flags = kPairActivationsFlag;
+      forced.pair_activations = Toggle::kOn;
       const GemmPlan p = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, forced, h200::resident_clusters);
-      CHECK(p.wgmma && p.pair && p.wgmma_layout.pair, "no paired plan for %lldx%lld M=%lld", s[0], s[1], M);
-      if (!p.wgmma) continue;
+      CHECK(p.engine == GemmEngine::kWgmma && p.pair && p.wgmma_layout.pair, "no paired plan for %lldx%lld M=%lld", s[0],
+            s[1], M);
+      if (p.engine != GemmEngine::kWgmma) continue;
       GemmConfig plain;
       plain.k_split = 4;
-      plain.flags = kNoPairActivationsFlag;
+      plain.pair_activations = Toggle::kOff;
       const GemmPlan q = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, plain, h200::resident_clusters);
       const bool same_partition = q.row_groups == p.row_groups && q.max_tiles_per_cta == p.max_tiles_per_cta;
       CHECK(same_partition && !q.pair, "pairs and the partition of %lldx%lld M=%lld", s[0], s[1], M);
@@ -363,7 +286,7 @@ static void check_pair_activations() {
       // the default pairs exactly where its plain plan took the split of 4 (with the H200's residency)
       const GemmPlan d = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
       GemmConfig no_pair;
-      no_pair.flags = kNoPairActivationsFlag;
+      no_pair.pair_activations = Toggle::kOff;
       const GemmPlan u = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, no_pair, h200::resident_clusters);
       CHECK(d.pair == (u.k_split == 4 && 4 * p.max_tiles_per_cta <= 5 * u.max_tiles_per_cta) && !u.pair &&
                 (!d.pair || (d.row_groups == p.row_groups && d.max_tiles_per_cta == p.max_tiles_per_cta)),
@@ -452,12 +375,14 @@ static void check_wgmma_ring() {
       for (long long M : {1LL, 5LL, 8LL, 9LL, 16LL, 17LL, 24LL, 25LL, 32LL, 33LL, 64LL}) {
         const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
         const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, shuffled, 132, 227 * 1024, GemmConfig{}, max_clusters);
+        const bool wgmma = plan.engine == GemmEngine::kWgmma;
         if (shuffled || M > 32 || T < kWindowTiles) {
-          CHECK(plan.cost < 0 && !plan.wgmma, "wgmma plan where it cannot run: N=%lld shuffled=%d M=%lld", N, shuffled, M);
+          CHECK(plan.cost < 0 && !wgmma, "wgmma plan where it cannot run: N=%lld shuffled=%d M=%lld", N, shuffled, M);
           continue;
         }
-        if (N >= 1024) CHECK(plan.wgmma, "no wgmma plan for N=%lld K=%lld M=%lld", N, K, M);
-        if (!plan.wgmma) continue;
+        if (N >= 1024) CHECK(wgmma, "no wgmma plan for N=%lld K=%lld M=%lld", N, K, M);
+        if (!wgmma) continue;
+        CHECK(!plan.co_resident, "the 4-warpgroup variant's plan is not co-resident");
         CHECK(plan.token_tiles == (M <= 8 ? 1 : M <= 16 ? 2 : 4), "wgmma token tiles %d at M=%lld", plan.token_tiles, M);
         CHECK(plan.max_tiles_per_cta <= kWindowTiles * wgmma_max_windows(plan.token_tiles, kWgmmaWarpGroups), "wgmma tiles %d at M=%lld",
               plan.max_tiles_per_cta, M);
@@ -465,11 +390,10 @@ static void check_wgmma_ring() {
         // (every cluster count fits here: max_clusters is unbounded).
         const bool own_inbox = plan.token_tiles == 4 && plan.k_split > 1 &&
                                WgmmaRingSmemLayout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta,
-                                                   plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, false, true,
-                                                   plan.pair)
+                                                   plan.k_split, plan.chunk_blocks, kWgmmaWarpGroups, 0, true, plan.pair)
                                        .total <= 227 * 1024;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
-                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, false, own_inbox, plan.pair);
+                                         plan.chunk_blocks, kWgmmaWarpGroups, 0, own_inbox, plan.pair);
         // Paired activations by default only at a K split of 4 from 9 tokens, in pairs of row groups.
         CHECK(!plan.pair || (plan.k_split == 4 && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
               "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
@@ -527,21 +451,21 @@ static void check_wgmma_ring() {
         }
         for (size_t i = 0; i < owner.size(); ++i) CHECK(owner[i] == 1, "wgmma partition: (tile, block) %zu owned %d times", i, owner[i]);
       }
-  // The co-resident variant (flag kCoResidentFlag): up to 16 tokens, 2 warpgroups, at most
-  // kCoResidentSmem bytes (227 KB with kWholeSmemFlag), one block per warpgroup per chunk, >= 2
+  // The co-resident variant (WgmmaVariant::kCoResident): up to 16 tokens, 2 warpgroups, at most
+  // kCoResidentSmem bytes (227 KB as kWholeSmem), one block per warpgroup per chunk, >= 2
   // slots (or one per chunk), every slot's copy at entry, every CTA's K blocks a multiple of 2;
   // none at 32 tokens. The large shares the launcher hands it (the 4-warpgroup plan does not fit)
   // are among the shapes.
   const long long large_shares[][2] = {{6144, 4096}, {12288, 4096}, {4096, 12288}, {8192, 8192}, {7168, 16384}};
   for (const auto& s : large_shares)
     for (long long M : {1LL, 8LL, 16LL}) {
-      GemmConfig whole;
-      whole.flags = kCoResidentFlag | kWholeSmemFlag;
-      const GemmPlan refilled = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, whole, max_clusters);
-      CHECK(refilled.wgmma, "no whole-smem co-resident plan for %lldx%lld M=%lld", s[0], s[1], M);
+      const GemmPlan refilled = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, GemmConfig{}, max_clusters,
+                                                     WgmmaVariant::kWholeSmem);
+      CHECK(refilled.engine == GemmEngine::kWgmma && refilled.co_resident,
+            "no whole-smem co-resident plan for %lldx%lld M=%lld", s[0], s[1], M);
       if (s[0] == 12288 || s[1] == 12288) {
         const GemmPlan four = plan_wgmma_ring_gemm(s[0], s[1], M, false, 132, 227 * 1024, GemmConfig{}, max_clusters);
-        CHECK(!four.wgmma, "4-warpgroup plan for %lldx%lld", s[0], s[1]);
+        CHECK(four.engine != GemmEngine::kWgmma, "4-warpgroup plan for %lldx%lld", s[0], s[1]);
       }
     }
   int co_plans = 0;
@@ -551,16 +475,16 @@ static void check_wgmma_ring() {
   for (int whole_smem = 0; whole_smem < 2; ++whole_smem)
   for (const auto& s : co_cases[whole_smem])
     for (long long M : {1LL, 8LL, 16LL, 32LL}) {
-      GemmConfig co;
-      co.flags = kCoResidentFlag | (whole_smem ? kWholeSmemFlag : 0);
       const long long cap = whole_smem ? 227 * 1024 : kCoResidentSmem;
       const long long N = s[0], K = s[1], KB = K / 128;
-      const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, co, max_clusters);
+      const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, max_clusters,
+                                                 whole_smem ? WgmmaVariant::kWholeSmem : WgmmaVariant::kCoResident);
       if (M > 16) {
-        CHECK(!plan.wgmma, "co-resident plan at M=%lld", M);
+        CHECK(plan.engine != GemmEngine::kWgmma, "co-resident plan at M=%lld", M);
         continue;
       }
-      if (!plan.wgmma) continue;
+      if (plan.engine != GemmEngine::kWgmma) continue;
+      CHECK(plan.co_resident, "co-resident plan flagged");
       ++co_plans;
       const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                        plan.chunk_blocks, plan.warps_k, plan.ring_slots);
@@ -633,33 +557,27 @@ static void check_wgmma_ring() {
 
 // 32 tokens: the plan keeps the inbox over the activations where an inbox of its own would leave
 // fewer clusters resident than the partition needs (a hypothetical residency here: 33 clusters of
-// 4 below 200 KB), and where the cluster barrier's exchange is asked for; else it takes its own.
-// Either way the async exchange counts the inbox on an mbarrier, unless the barrier exchange is
-// asked for.
+// 4 below 200 KB); else it takes its own. Either way the async exchange counts the inbox on an
+// mbarrier.
 static void check_own_inbox() {
   // (a residency that ignores the cluster size: without paired activations, whose clusters of 8 it
   // would overcount)
   auto fewer_above_200k = [](int, long long smem) { return smem > 200 * 1024 ? 30 : 33; };
   GemmConfig unpaired;
-  unpaired.flags = kNoPairActivationsFlag;
+  unpaired.pair_activations = Toggle::kOff;
   const GemmPlan big = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, unpaired, fewer_above_200k);
   // (the async exchange serves the inbox over the activations too: its mbarrier)
-  CHECK(big.wgmma && big.row_groups == 33 && big.k_split == 4 && big.wgmma_layout.inbox_over_activations &&
+  CHECK(big.engine == GemmEngine::kWgmma && big.row_groups == 33 && big.k_split == 4 && big.wgmma_layout.inbox_over_activations &&
             big.wgmma_layout.inbox_barrier && big.smem_bytes <= 200 * 1024,
         "5120x4096 M=32 keeps its partition and the inbox over the activations");
   const GemmPlan own = plan_wgmma_ring_gemm(5120, 4096, 32, false, 132, 227 * 1024, unpaired, max_clusters);
-  CHECK(own.wgmma && own.row_groups == big.row_groups && own.k_split == big.k_split &&
+  CHECK(own.engine == GemmEngine::kWgmma && own.row_groups == big.row_groups && own.k_split == big.k_split &&
             own.max_tiles_per_cta == big.max_tiles_per_cta && !own.wgmma_layout.inbox_over_activations &&
             own.wgmma_layout.inbox_barrier && own.smem_bytes > big.smem_bytes,
         "5120x4096 M=32 with room: the same partition, an inbox of its own and the async exchange");
   const GemmPlan small = plan_wgmma_ring_gemm(4096, 2048, 32, false, 132, 227 * 1024, GemmConfig{}, fewer_above_200k);
-  CHECK(small.wgmma && small.k_split > 1 && !small.wgmma_layout.inbox_over_activations && small.wgmma_layout.inbox_barrier,
+  CHECK(small.engine == GemmEngine::kWgmma && small.k_split > 1 && !small.wgmma_layout.inbox_over_activations && small.wgmma_layout.inbox_barrier,
         "4096x2048 M=32: an inbox of its own");
-  GemmConfig barrier;
-  barrier.flags = kBarrierExchangeFlag;
-  const GemmPlan forced = plan_wgmma_ring_gemm(4096, 2048, 32, false, 132, 227 * 1024, barrier, max_clusters);
-  CHECK(forced.wgmma && forced.wgmma_layout.inbox_over_activations && !forced.wgmma_layout.inbox_barrier,
-        "the barrier exchange at 32 tokens keeps the inbox over the activations");
 }
 
 // The default wgmma plan's K split at each measured point: {N, K, M, fastest measured k_split}.
@@ -667,7 +585,7 @@ template <size_t n>
 static void check_default_k_splits(const long long (&measured)[n][4]) {
   for (const auto& m : measured) {
     const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
-    CHECK(plan.wgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
+    CHECK(plan.engine == GemmEngine::kWgmma && plan.k_split == m[3], "%lldx%lld M=%lld: k_split %d, measured fastest %lld", m[0], m[1], m[2],
           plan.k_split, m[3]);
   }
 }
@@ -715,49 +633,50 @@ static void check_measured_no_split() {
 // row groups, pairing and shared memory (the CPU residency table once disagreed with the device's
 // for small CTAs, and the CPU plan of 4096x2048 at 24-32 tokens was not the one it launched).
 static void check_recorded_launches() {
-  const long long recorded[][9] = {  // N, K, M, forced k_split, flags -> k_split, row groups, pair, smem
+  // (config: forced k_split, and pair_activations 1 = on, as the configs the launches ran with asked)
+  const long long recorded[][9] = {  // N, K, M, forced k_split, pair -> k_split, row groups, pair, smem
       {2560, 4096, 16, 0, 0, 8, 15, 0, 115912},
-      {2560, 4096, 16, 0, 8192, 2, 40, 1, 169264},
-      {2560, 4096, 16, 2, 8192, 2, 40, 1, 169264},
+      {2560, 4096, 16, 0, 1, 2, 40, 1, 169264},
+      {2560, 4096, 16, 2, 1, 2, 40, 1, 169264},
       {2560, 4096, 16, 4, 0, 4, 30, 1, 136424},
-      {2560, 4096, 16, 4, 8192, 4, 30, 1, 136424},
+      {2560, 4096, 16, 4, 1, 4, 30, 1, 136424},
       {2560, 4096, 24, 0, 0, 8, 15, 0, 140488},
-      {2560, 4096, 24, 0, 8192, 4, 30, 1, 161000},
-      {2560, 4096, 24, 2, 8192, 2, 40, 1, 207152},
+      {2560, 4096, 24, 0, 1, 4, 30, 1, 161000},
+      {2560, 4096, 24, 2, 1, 2, 40, 1, 207152},
       {2560, 4096, 24, 4, 0, 4, 30, 1, 161000},
-      {2560, 4096, 24, 4, 8192, 4, 30, 1, 161000},
+      {2560, 4096, 24, 4, 1, 4, 30, 1, 161000},
       {2560, 4096, 32, 0, 0, 8, 15, 0, 140488},
-      {2560, 4096, 32, 0, 8192, 4, 30, 1, 161000},
-      {2560, 4096, 32, 2, 8192, 2, 40, 1, 207152},
+      {2560, 4096, 32, 0, 1, 4, 30, 1, 161000},
+      {2560, 4096, 32, 2, 1, 2, 40, 1, 207152},
       {2560, 4096, 32, 4, 0, 4, 30, 1, 161000},
-      {2560, 4096, 32, 4, 8192, 4, 30, 1, 161000},
+      {2560, 4096, 32, 4, 1, 4, 30, 1, 161000},
       {4096, 2048, 1, 0, 0, 2, 64, 0, 76952},
       {4096, 2048, 8, 0, 0, 2, 64, 0, 76952},
       {4096, 2048, 16, 0, 0, 2, 64, 0, 87192},
-      {4096, 2048, 16, 0, 8192, 2, 60, 1, 105664},
-      {4096, 2048, 16, 2, 8192, 2, 60, 1, 105664},
+      {4096, 2048, 16, 0, 1, 2, 60, 1, 105664},
+      {4096, 2048, 16, 2, 1, 2, 60, 1, 105664},
       {4096, 2048, 16, 4, 0, 4, 30, 1, 95408},
-      {4096, 2048, 16, 4, 8192, 4, 30, 1, 95408},
+      {4096, 2048, 16, 4, 1, 4, 30, 1, 95408},
       {4096, 2048, 17, 0, 0, 2, 64, 0, 107672},
       {4096, 2048, 17, 2, 0, 2, 64, 0, 107672},
       {4096, 2048, 24, 0, 0, 4, 30, 1, 115888},
-      {4096, 2048, 24, 0, 8192, 4, 30, 1, 115888},
-      {4096, 2048, 24, 2, 8192, 2, 60, 1, 128192},
+      {4096, 2048, 24, 0, 1, 4, 30, 1, 115888},
+      {4096, 2048, 24, 2, 1, 2, 60, 1, 128192},
       {4096, 2048, 24, 4, 0, 4, 30, 1, 115888},
-      {4096, 2048, 24, 4, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 24, 4, 1, 4, 30, 1, 115888},
       {4096, 2048, 32, 0, 0, 4, 30, 1, 115888},
-      {4096, 2048, 32, 0, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 32, 0, 1, 4, 30, 1, 115888},
       {4096, 2048, 32, 2, 0, 2, 64, 0, 107672},
-      {4096, 2048, 32, 2, 8192, 2, 60, 1, 128192},
+      {4096, 2048, 32, 2, 1, 2, 60, 1, 128192},
       {4096, 2048, 32, 4, 0, 4, 30, 1, 115888},
-      {4096, 2048, 32, 4, 8192, 4, 30, 1, 115888},
+      {4096, 2048, 32, 4, 1, 4, 30, 1, 115888},
   };
   for (const auto& r : recorded) {
     GemmConfig config;
     config.k_split = int(r[3]);
-    config.flags = int(r[4]);
+    config.pair_activations = Toggle(r[4]);
     const GemmPlan p = plan_wgmma_ring_gemm(r[0], r[1], r[2], false, 132, 227 * 1024, config, h200::resident_clusters);
-    CHECK(p.wgmma && p.k_split == r[5] && p.row_groups == r[6] && int(p.pair) == r[7] && p.smem_bytes == r[8],
+    CHECK(p.engine == GemmEngine::kWgmma && p.k_split == r[5] && p.row_groups == r[6] && int(p.pair) == r[7] && p.smem_bytes == r[8],
           "%lldx%lld M=%lld [%lld,..,%lld]: plan k_split %d, %d row groups, pair %d, %lld B; the H200 launched %lld, %lld, "
           "%lld, %lld B",
           r[0], r[1], r[2], r[3], r[4], p.k_split, p.row_groups, int(p.pair), (long long)p.smem_bytes, r[5], r[6], r[7], r[8]);
@@ -866,7 +785,7 @@ static void check_partial_token_slots() {
 }
 
 // The register-fed kernel (sm90_register_fed_gemm.cuh): its weight pieces are the register
-// kernel's (check_weight_units, check_k_permutation<false>; plain weights, at unit_chunk_stride and
+// kernel's (check_weight_units, check_k_permutation; plain weights, at unit_chunk_stride and
 // unit_block_stride past its first); here its e4m3 activations, scales and partials in shared
 // memory, and its plan rule.
 static void check_register_fed() {
@@ -905,7 +824,7 @@ static void check_register_fed() {
                   "partial slot M=%d w=%d token=%d row=%d", M, w, token, row);
           }
       const GemmPlan plan = plan_register_fed_gemm(5120, K, M, false, smem_max);
-      CHECK(plan.register_fed && plan.cost >= 0 && plan.row_groups == 320 && plan.k_split == 1 &&
+      CHECK(plan.engine == GemmEngine::kRegisterFed && plan.cost >= 0 && plan.row_groups == 320 && plan.k_split == 1 &&
                 plan.smem_bytes == register_fed_smem_bytes(M, K, tiles),
             "plan M=%d K=%lld", M, K);
     }
@@ -923,21 +842,142 @@ static void check_register_fed() {
         CHECK(unit_lane_offset(lane, half, 1, 4096, shuffled) ==
                   unit_lane_offset(lane, half, 0, 4096, shuffled) + unit_chunk_stride(shuffled),
               "chunk stride shuffled=%d lane=%d half=%d", shuffled, lane, half);
-  // only where the config's flags ask for it
-  GemmConfig zero, split, forced;
-  split.k_split = 4;
-  forced.flags = kRegisterFedFlag;
-  CHECK(!register_fed_wanted(zero) && !register_fed_wanted(split) && register_fed_wanted(forced), "register_fed_wanted");
 }
 
-int main() {
+// ---- the engine choice (choose_gemm) ---------------------------------------------------------
+// The H200 residency model for every engine (h200_residency.h: measured for the 512-thread,
+// one-CTA-an-SM instances; the general kernel and the co-resident variant may fit more).
+static long long h200_residency(GemmEngine, int, int cluster, int, long long smem) {
+  return h200::resident_clusters(cluster, smem);
+}
+static bool maps_encode(int, int) { return true; }
+static bool maps_declined(int, int) { return false; }
+
+static const char* engine_name(GemmEngine e) {
+  switch (e) {
+    case GemmEngine::kWgmma: return "wgmma";
+    case GemmEngine::kGeneral: return "general";
+    case GemmEngine::kRegisterFed: return "register_fed";
+    default: return "none";
+  }
+}
+
+static const long long kSpecShapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024},
+                                           {4096, 1024}, {1536, 4096}, {2112, 7168}};
+
+static GemmPlan choose_h200(long long N, long long K, long long M, bool shuffled, const GemmConfig& c,
+                            bool prequant = false, bool maps = true) {
+  return maps ? choose_gemm(N, K, M, shuffled, prequant, 132, 227 * 1024, c, h200_residency, maps_encode)
+              : choose_gemm(N, K, M, shuffled, prequant, 132, 227 * 1024, c, h200_residency, maps_declined);
+}
+
+static void print_choice(const char* config, long long N, long long K, long long M, bool shuffled, const GemmPlan& p) {
+  std::printf(
+      "choose config=%s N=%lld K=%lld M=%lld weight=%s engine=%s k_split=%d row_groups=%d tiles_per_cta=%d "
+      "blocks_per_cta=%d pair=%d co_resident=%d chunks=%d smem=%lld\n",
+      config, N, K, M, shuffled ? "shuffled" : "plain", p.cost >= 0 ? engine_name(p.engine) : "error", p.k_split,
+      p.row_groups, p.max_tiles_per_cta, p.max_blocks_per_cta, int(p.pair), int(p.co_resident), p.chunks,
+      (long long)p.smem_bytes);
+}
+
+// For every SPEC §6 shape, M = 1..33 and both layouts: the default config gives the wgmma ring
+// kernel (its 4-warpgroup variant) for plain weights up to 32 tokens and the general kernel for
+// shuffled weights and from 33 tokens; engine register_fed gives that kernel where it applies (K a
+// multiple of 1024 up to 8192, M <= 16, plain weights) and an error elsewhere; engine wgmma on a
+// shuffled weight (or from 33 tokens) is an error, never another engine; engine general is the
+// general kernel everywhere. `print` writes the default config's answers (and register_fed's).
+static void check_choose_gemm(bool print) {
+  GemmConfig auto_config, fed, wgmma, general;
+  fed.engine = GemmEngine::kRegisterFed;
+  wgmma.engine = GemmEngine::kWgmma;
+  general.engine = GemmEngine::kGeneral;
+  for (const auto& s : kSpecShapes)
+    for (bool shuffled : {false, true})
+      for (long long M = 1; M <= 33; ++M) {
+        const long long N = s[0], K = s[1];
+        const GemmPlan p = choose_h200(N, K, M, shuffled, auto_config);
+        if (print) print_choice("auto", N, K, M, shuffled, p);
+        CHECK(p.cost >= 0 && p.error == nullptr, "%lldx%lld M=%lld shuffled=%d: no plan", N, K, M, shuffled);
+        const GemmEngine want = !shuffled && M <= 32 ? GemmEngine::kWgmma : GemmEngine::kGeneral;
+        CHECK(p.engine == want && !p.co_resident, "%lldx%lld M=%lld shuffled=%d: engine %s, want %s", N, K, M, shuffled,
+              engine_name(p.engine), engine_name(want));
+        CHECK(p.row_groups * p.k_split <= 132, "%lldx%lld M=%lld: %d x %d CTAs, more than one wave", N, K, M, p.row_groups,
+              p.k_split);
+
+        const GemmPlan f = choose_h200(N, K, M, shuffled, fed);
+        if (print) print_choice("register_fed", N, K, M, shuffled, f);
+        const bool fed_applies = !shuffled && K % 1024 == 0 && K <= 8192 && M <= 16;
+        if (fed_applies)
+          CHECK(f.cost >= 0 && f.engine == GemmEngine::kRegisterFed && f.row_groups == N / 16,
+                "%lldx%lld M=%lld: register_fed asked, got %s", N, K, M, engine_name(f.engine));
+        else
+          CHECK(f.cost < 0 && f.error != nullptr && std::strstr(f.error, "no sm_90 GEMM plan fits") == f.error,
+                "%lldx%lld M=%lld shuffled=%d: register_fed asked where it does not apply, got %s", N, K, M, shuffled,
+                engine_name(f.engine));
+        // pre-quantized input (scaled_gemm never passes a config, but the chooser refuses it)
+        CHECK(choose_h200(N, K, M, shuffled, fed, /*prequant=*/true).cost < 0, "register_fed with e4m3 input");
+
+        const GemmPlan w = choose_h200(N, K, M, shuffled, wgmma);
+        if (!shuffled && M <= 32)
+          CHECK(w.cost >= 0 && w.engine == GemmEngine::kWgmma && w.k_split == p.k_split && w.pair == p.pair,
+                "%lldx%lld M=%lld: engine wgmma differs from the default's", N, K, M);
+        else
+          CHECK(w.cost < 0 && w.error != nullptr, "%lldx%lld M=%lld shuffled=%d: engine wgmma asked, got %s", N, K, M,
+                shuffled, engine_name(w.engine));
+
+        const GemmPlan g = choose_h200(N, K, M, shuffled, general);
+        CHECK(g.cost >= 0 && g.engine == GemmEngine::kGeneral && g.chunks == (M + 31) / 32,
+              "%lldx%lld M=%lld: engine general asked, got %s", N, K, M, engine_name(g.engine));
+
+        if (!shuffled && M <= 32) {
+          // maps the driver declines: the general kernel by default, an error where wgmma is asked
+          CHECK(choose_h200(N, K, M, false, auto_config, false, false).engine == GemmEngine::kGeneral, "maps declined");
+          CHECK(choose_h200(N, K, M, false, wgmma, false, false).cost < 0, "maps declined, wgmma asked");
+          // pre-quantized input: the wgmma kernel, never paired
+          const GemmPlan q = choose_h200(N, K, M, false, auto_config, /*prequant=*/true);
+          CHECK(q.engine == GemmEngine::kWgmma && !q.pair, "%lldx%lld M=%lld: e4m3 input", N, K, M);
+        }
+      }
+  // Shares the 4-warpgroup ring cannot hold (the decode-step benchmark's MLP projections): the
+  // co-resident or whole-shared-memory variant up to 16 tokens, the general kernel from 17.
+  for (const auto& s : {std::array<long long, 2>{12288, 4096}, {4096, 12288}})
+    for (long long M : {1LL, 8LL, 16LL, 17LL, 32LL}) {
+      const GemmPlan p = choose_h200(s[0], s[1], M, false, auto_config);
+      if (print) print_choice("auto", s[0], s[1], M, false, p);
+      if (M <= 16)
+        CHECK(p.engine == GemmEngine::kWgmma && p.co_resident && p.warps_k == kCoResidentWarpGroups,
+              "%lldx%lld M=%lld: the co-resident variant, got %s co_resident=%d", s[0], s[1], M, engine_name(p.engine),
+              int(p.co_resident));
+      else
+        CHECK(p.engine == GemmEngine::kGeneral, "%lldx%lld M=%lld: general, got %s", s[0], s[1], M, engine_name(p.engine));
+    }
+  // Knobs reach the plans: copy_blocks and early_copies the wgmma plan, k_split every engine's,
+  // pair_activations off where the default pairs.
+  GemmConfig knobs;
+  knobs.copy_blocks = 2;
+  knobs.early_copies = 1;
+  const GemmPlan k = choose_h200(5120, 4096, 4, false, knobs);
+  CHECK(k.engine == GemmEngine::kWgmma && k.chunk_blocks == 2 && k.early_chunks == 1, "copy_blocks / early_copies");
+  GemmConfig split8;
+  split8.k_split = 8;
+  CHECK(choose_h200(5120, 4096, 4, false, split8).k_split == 8, "forced k_split");
+  GemmConfig unpaired;
+  unpaired.pair_activations = Toggle::kOff;
+  CHECK(choose_h200(5120, 4096, 16, false, auto_config).pair && !choose_h200(5120, 4096, 16, false, unpaired).pair,
+        "pair_activations off");
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--table") == 0) {
+    check_choose_gemm(/*print=*/true);
+    std::printf("checks=%ld failures=%ld\n", checks, failures);
+    return failures ? 1 : 0;
+  }
   check_weight_units();
-  check_k_permutation<false>();
-  check_k_permutation<true>();
+  check_k_permutation();
   check_activation_smem();
   check_plans();
   check_staging();
-  check_ring();
   check_wgmma_ring();
   check_own_inbox();
   check_pair_activations();
@@ -948,6 +988,7 @@ int main() {
   check_exchange_split();
   check_partial_token_slots();
   check_register_fed();
+  check_choose_gemm(/*print=*/false);
   std::printf("checks=%ld failures=%ld\n", checks, failures);
   return failures ? 1 : 0;
 }

@@ -4,15 +4,15 @@ changing a CUDA kernel or the plan (tools/device_run.sh's memcheck and racecheck
     compute-sanitizer --tool memcheck --error-exitcode 9 python tools/sanitize_smoke.py
     compute-sanitizer --tool racecheck --error-exitcode 9 python tools/sanitize_smoke.py --quick
 
-It launches the kernels the dispatch picks and, through the private configured op, the instances it
-does not pick by default, on shapes that stress their index math: odd N (48, 272, 2112), both weight layouts and
-scale formats, bias, M = 1, 13, 16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the
-register kernel with 3 staging stages, the wgmma ring kernel's co-resident and whole-shared-memory
-instances (with the plan's K split and with none), the 4-warpgroup kernel forced to K splits 2
-and 4 (its async exchange), paired activations at 13-32 tokens (with the async and the barrier
-exchange), the register-fed kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens)
-and 12288x4096 (a share too large for the 4-warpgroup kernel: the refilled ring). The quant and
-RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and 4096x1024 at
+It launches the kernels the dispatch picks and, through the private configured op (8-field configs,
+sglang_fp8ext/kernel_config.py), the engines and variants it does not pick by default, on shapes that
+stress their index math: odd N (48, 272, 2112), both weight layouts and scale formats, bias, M = 1, 13,
+16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the general kernel with 3 staging stages,
+the wgmma ring kernel forced to K splits 2 and 4 (its async exchange), paired activations at 13-32
+tokens, the register-fed kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and
+shares too large for the 4-warpgroup kernel, where the wgmma plan takes its co-resident variant
+(6144x4096 and 4096x12288: a refilled ring and the direct exchange) or its whole-shared-memory
+instance (12288x4096 and 4096x12288 at 13-16 tokens). The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and 4096x1024 at
 M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's exit code is the verdict.
 """
 
@@ -42,28 +42,26 @@ for n, k in SHAPES:
             bias = torch.randn(n, generator=gen).to(torch.bfloat16).to(dev)
             fx.smallm_gemm(x, w, ws, False, bias)
             fx.smallm_gemm(x, fx.shuffle_weight(w), ws, True, None)
-            if m <= 16:  # the register kernel where the ring kernel is the default, 3 staging stages
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32, 3])
-                # the register-fed kernel (config flag 32768; 1 and 2 token tiles)
+            # config fields: engine (0 auto, 1 wgmma, 2 general, 3 register_fed), k_split, copy_blocks,
+            # early_copies, pair_activations (0 auto, 1 on, 2 off), ctas_per_sm, staging_stages, tiles_per_wave
+            if m <= 16:  # the general kernel where the wgmma kernel is the default, 3 staging stages
+                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [2, 0, 0, 0, 0, 0, 3, 0])
+                # the register-fed kernel (1 and 2 token tiles)
                 try:
-                    torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 32768])
+                    torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [3, 0, 0, 0, 0, 0, 0, 0])
                 except RuntimeError as e:  # K not a multiple of 1024: the documented error
                     if "no sm_90 GEMM plan fits" not in str(e) or k % 1024 == 0:
                         raise
-                # the wgmma ring kernel's co-resident variant (a refilled ring for 5120x4096)
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 512])
-                # its whole-shared-memory instance, with the plan's k_split and with k_split 1
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [0, 0, 0, 0, 1536])
-                torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [1, 0, 0, 0, 1536])
-                # the 4-warpgroup kernel with a K split: its async exchange (st.async onto the inbox mbarrier)
+                # the wgmma kernel with a K split: its async exchange (st.async onto the inbox mbarrier)
                 for k_split in (2, 4):
                     try:
-                        torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, [k_split, 0, 0, 0, 0])
+                        config = [1, k_split, 0, 0, 0, 0, 0, 0]
+                        torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, config)
                     except RuntimeError as e:  # a forced split with too few tiles per CTA: the documented error
                         if "no sm_90 GEMM plan fits" not in str(e):
                             raise
-            if 8 < m <= 32:  # paired activations (flag 8192): st.async of the prologue's bytes to the pair peer
-                for config in ([4, 0, 0, 0, 8192], [2, 0, 0, 0, 8192 | 2048]):
+            if 8 < m <= 32:  # paired activations: st.async of the prologue's bytes to the pair peer
+                for config in ([1, 4, 0, 0, 1, 0, 0, 0], [1, 2, 0, 0, 1, 0, 0, 0]):
                     try:
                         torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, config)
                     except RuntimeError as e:
@@ -77,12 +75,12 @@ for n, k in SHAPES:
     g = (torch.rand(k, generator=gen) + 0.5).to(torch.bfloat16).to(dev)
     fx.rmsnorm_quant(r, g, 1e-6, False)
     fx.add_rmsnorm_quant(r, r, g, 1e-6, True)
-if '--quick' not in sys.argv:  # a share the 4-warpgroup kernel cannot hold: the default refills its ring
-    n, k = 12288, 4096
-    w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
-    ws = (torch.rand(n // 128, k // 128, generator=gen) * 1e-2 + 1e-3).to(dev)
-    for m in (1, 16):
-        x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
-        fx.smallm_gemm(x, w, ws, False, None)
+if '--quick' not in sys.argv:  # shares the 4-warpgroup kernel cannot hold: the co-resident variant's refilled ring
+    for n, k in ((6144, 4096), (12288, 4096), (4096, 12288)):
+        w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
+        ws = (torch.rand(n // 128, k // 128, generator=gen) * 1e-2 + 1e-3).to(dev)
+        for m in (1, 13, 16):
+            x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
+            fx.smallm_gemm(x, w, ws, False, None)
 torch.cuda.synchronize()
 print("sanitize sweep done")

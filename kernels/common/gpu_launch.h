@@ -15,20 +15,24 @@ namespace sgl_fp8 {
 
 enum class ElemType : int32_t { kBF16 = 0, kFP16 = 1, kE4M3 = 2, kFP32 = 3, kE8M0 = 4 };
 
-// Optional per-call kernel configuration. Zero fields mean "the backend's heuristic decides".
-// The meaning of each field is the backend's (documented next to its heuristic); tuned tables
-// (sglang_fp8ext/configs/*.json) store these values per (device, N, K, M).
-struct GemmConfig {
+// Optional per-call kernel configuration: the engine and its named knobs. Zero in every field is
+// the backend's own plan. Tuned tables (sglang_fp8ext/configs/*.json) store these per
+// (device, N, K, M); the Python mirror is sglang_fp8ext/kernel_config.py (KernelConfig, whose
+// fields a test compares with this struct's).
+enum class GemmEngine : int32_t { kAuto = 0, kWgmma = 1, kGeneral = 2, kRegisterFed = 3 };
+enum class Toggle : int32_t { kAuto = 0, kOn = 1, kOff = 2 };
+struct GemmConfig {   // zero everywhere: the backend's own plan
+  GemmEngine engine = GemmEngine::kAuto;  // sm_90 engine (gfx950 has one GEMM kernel, ignores it)
   int32_t k_split = 0;          // sm_90: CTAs of a cluster splitting K; gfx950: waves splitting K
-  int32_t warps = 0;            // gfx950: wavefronts per block (sm_90: fixed, one warpgroup)
-  int32_t tiles_per_block = 0;  // gfx950: 16-row tiles a wave handles per pass; sm_90 wgmma ring kernel: tensor
-                                // copies requested before the activations are read (0: the plan's, half)
-  int32_t blocks_per_sm = 0;    // sm_90 register kernel: CTAs per SM the grid is sized for (the ring kernel: one)
-  int32_t flags = 0;            // backend-specific bits (sm_90: see GemmFlags)
-  int32_t smem_stages = 0;      // sm_90 register kernel: at most this many cp.async staging stages (0: the default,
-                                // one); the mma.sync ring kernel stages every tile of its CTA and ignores it; the
-                                // wgmma ring kernel: K blocks per tensor copy (0: the plan's, about 32 KB)
+  int32_t copy_blocks = 0;      // sm_90 wgmma: K blocks per tensor copy (0: about 32 KB)
+  int32_t early_copies = 0;     // sm_90 wgmma: copies requested before the activations are read (0: half)
+  Toggle pair_activations = Toggle::kAuto;  // sm_90 wgmma, 9-32 tokens
+  int32_t ctas_per_sm = 0;      // sm_90 general: CTAs per SM the grid is sized for (0: one)
+  int32_t staging_stages = 0;   // sm_90 general: cp.async staging stages (0: the plan's)
+  int32_t tiles_per_wave = 0;   // gfx950: 16-row tiles a wave handles per pass (0: the plan's)
 };
+constexpr int kGemmConfigFields = 8;          // the private op passes these, in this order
+constexpr int kKernelInterfaceVersion = 2;    // sglang_fp8ext/kernel_config.py KERNEL_INTERFACE_VERSION
 
 // The sm_90 GEMM kernels address a 32-token chunk of activations with 32-bit byte offsets: its
 // rows must lie less than this apart (the torch glue copies a view whose rows do not).

@@ -464,13 +464,13 @@ struct GemmPlan {
 //    weight twice (two slices, usually concurrently). Else R = 1 (32-token slices).
 //  * W = ceil(KB / S) capped at 16: one stage per wave when K <= 16*S*128 (8192 for R = 1), so
 //    every wave issues all of its weight loads at once.
-//    GemmConfig: k_split = W (1..16), tiles_per_block = R (1 or 2).
+//    GemmConfig: k_split = W (1..16), tiles_per_wave = R (1 or 2); the other fields are sm_90's.
 inline GemmPlan plan_gemm(const GemmParams& p) {
   const int64_t KB = p.K / kBlockK;
   const int64_t tiles = p.N / kTileRows;
   GemmPlan plan;
   plan.tiles_per_wave = (p.M > 8 && tiles >= 256) ? 2 : 1;
-  if (p.config.tiles_per_block == 1 || p.config.tiles_per_block == 2) plan.tiles_per_wave = p.config.tiles_per_block;
+  if (p.config.tiles_per_wave == 1 || p.config.tiles_per_wave == 2) plan.tiles_per_wave = p.config.tiles_per_wave;
   const int S = 4 / plan.tiles_per_wave;
   int64_t waves = (KB + S - 1) / S;
   if (p.config.k_split > 0) waves = p.config.k_split;

@@ -60,35 +60,6 @@ constexpr int activation_lanes_per_group(int token_tiles, bool fp8_act) {
   return !fp8_act ? 16 : token_tiles == 1 ? 8 : 4;
 }
 
-// Config bits (GemmConfig.flags). Each selects a kernel or a variant of one; every one gives a
-// correct output (the same bits, where the kernels agree).
-enum GemmFlags : int32_t {
-  // The register kernel without shared-memory staging (registers only).
-  kNoStaging = 8,
-  // The register kernel even where a ring kernel applies.
-  kRegisterPipeline = 32,
-  // Ask the scheduler to spread a cluster's CTAs over SMs (cudaClusterSchedulingPolicySpread).
-  kSpreadClusters = 64,
-  // The mma.sync ring kernel (sm90_ring_gemm.cuh) even where the wgmma ring kernel
-  // (sm90_wgmma_ring_gemm.cuh) applies.
-  kMmaSyncRing = 256,
-  // The wgmma ring kernel's co-resident variant (2 warpgroups, a refilled ring, two CTAs per SM)
-  // where its plan applies (kCoResidentFlag in the plan).
-  kCoResident = kCoResidentFlag,
-  // With kCoResident, its instance and refilled ring with the whole shared memory (one CTA per
-  // SM; kWholeSmemFlag in the plan).
-  kWholeSmem = kWholeSmemFlag,
-  // The same bits: the wgmma ring kernel exchanges through the cluster barrier, not directly
-  // (co-resident) or by st.async (4 warpgroups) (kBarrierExchangeFlag in the layout).
-  kBarrierExchange = kBarrierExchangeFlag,
-  // The same bits: the wgmma ring kernel's paired activations from 9 tokens wherever they fit, or
-  // nowhere (kPairActivationsFlag, kNoPairActivationsFlag in the plan).
-  kPairActivations = kPairActivationsFlag,
-  kNoPairActivations = kNoPairActivationsFlag,
-  // The register-fed kernel (sm90_register_fed_gemm.cuh) wherever it applies (plain weights, K a
-  // multiple of 1024 up to 8192, M <= 16), else the plan error. Never a default.
-  kRegisterFed = kRegisterFedFlag,
-};
 static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
 
 // Everything the kernel needs, by value (graph-capturable: no device-side state).
@@ -114,9 +85,9 @@ struct GemmKernelArgs {
   int warps_k, warps_t;
   int max_tiles_per_cta, max_blocks_per_cta;
   int smem_stages;  // 0..kMaxStages
-  int flags;
-  // wgmma ring kernel: blocks per tensor copy, copies requested at entry, ring slots (0: one per
-  // chunk; fewer: refilled).
+  int engine;       // the plan's GemmEngine (no kernel branches on it)
+  // wgmma ring kernel: blocks per tensor copy, copies requested at entry, ring slots (one per
+  // chunk; fewer: the co-resident variant's refilled ring).
   int chunk_blocks, early_chunks;
   int ring_slots;
   // small_quotient's reciprocals (1.0f / float(v), computed by the launcher so that no kernel
@@ -126,10 +97,9 @@ struct GemmKernelArgs {
   float inverse_k_split, inverse_chunk_blocks, inverse_max_tiles, inverse_short_tiles, inverse_max_blocks,
       inverse_short_blocks;
   WgmmaRingSmemLayout wgmma_layout;  // the wgmma ring kernel's shared memory, from its plan
-  // Ring kernels, plain weights: the weight as a 3-D tensor [K block][row][128 bytes] with a box
-  // of one 16-row tile over max_blocks_per_cta blocks (sm90_gemm_layout.h, ring_*); the wgmma
-  // ring kernel's box is the CTA's tiles over chunk_blocks blocks, and a second map's box is one
-  // tile shorter (for the CTAs that own one tile fewer than max_tiles_per_cta).
+  // wgmma ring kernel: the weight as a 3-D tensor [K block][row][128 bytes] with a box of the CTA's
+  // tiles over chunk_blocks blocks, and a second map's box one tile shorter (for the CTAs that own
+  // one tile fewer than max_tiles_per_cta).
   CUtensorMap weight_map;
   CUtensorMap weight_map_short;
 };
@@ -164,7 +134,7 @@ __device__ __forceinline__ uint4 e4m3x8_to_f16x8(uint32_t lo, uint32_t hi) {
 
 // The prologue visits the groups (token m, K block lb) of the CTA's slice token-major, a fixed
 // number of lanes per group and `stride` groups apart, without integer division in the loop
-// (two divisions per group made the prologue half of the ring kernel's instructions): the
+// (two divisions per group were half of a prologue's instructions): the
 // (m, lb) pair advances by a fixed step.
 struct GroupCursor {
   int m, lb, step_m, step_lb, nblocks;
@@ -351,8 +321,8 @@ struct WeightUnit {
   uint32_t scale_bits;      // the tile's 128x128 block scale for this K block (decode_scale_bits)
 };
 
-// ---- pieces shared by the register-pipeline kernel (below) and the ring kernel
-// (sm90_ring_gemm.cuh) -----------------------------------------------------------------------
+// ---- pieces shared by the general kernel (below), the wgmma ring kernel and the register-fed
+// kernel -------------------------------------------------------------------------------------
 
 // The CTA's K slice of the chunk's tokens into shared memory (quantized, or copied when
 // pre-quantized), padding tokens zeroed, by the first THREADS threads of the CTA. No barrier:
@@ -400,27 +370,23 @@ __device__ __forceinline__ void wait_and_load_activations(const GemmKernelArgs& 
 }
 
 // One unit's contribution: P = the 16 x 128 weight block times the tokens' quantized 128-block
-// (fp32 accumulation over CHAINS independent MMA chains, summed in a fixed order), then
-// acc += P * (xs * ws) (SPEC §3.4). `lb` is the K block's index within the CTA's slice.
-// RING: the lane's K bytes are ring_k_of's (the ring kernel), else unit_k_of's.
-template <int TOKEN_TILES, int CHAINS, bool RING = false>
+// (fp32 accumulation in one MMA chain), then acc += P * (xs * ws) (SPEC §3.4). `lb` is the K
+// block's index within the CTA's slice; the lane's K bytes are unit_k_of's.
+template <int TOKEN_TILES>
 __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], const WeightUnit& unit, bool e8m0,
                                                 const uint8_t* act, const float* xs, int lb, int lane) {
-  static_assert(CHAINS == 1 || CHAINS == 2, "one chain, or one per 64-wide K half");
   constexpr int kTokenPad = TOKEN_TILES * kTokensPerTile;
   const int g = lane >> 2, q = lane & 3;
-  float4 p[CHAINS][TOKEN_TILES];
+  float4 p[TOKEN_TILES];
 #pragma unroll
-  for (int ch = 0; ch < CHAINS; ++ch)
-#pragma unroll
-    for (int t = 0; t < TOKEN_TILES; ++t) p[ch][t] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int t = 0; t < TOKEN_TILES; ++t) p[t] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     uint4 b[TOKEN_TILES][2];  // token 8t+g, K [unit_k_of, +16) as 8 f16 pairs
 #pragma unroll
     for (int t = 0; t < TOKEN_TILES; ++t) {
       const int token = t * kTokensPerTile + g;
-      const int k = lane_k_of<RING>(lane, c);
+      const int k = unit_k_of(lane, c);
       b[t][0] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, k));
       b[t][1] = *reinterpret_cast<const uint4*>(act + act_f16_offset(lb, token, kTokenPad, k + 8));
     }
@@ -437,20 +403,14 @@ __device__ __forceinline__ void accumulate_unit(float4 (&acc)[TOKEN_TILES], cons
       for (int t = 0; t < TOKEN_TILES; ++t) {
         const uint4& bb = b[t][w >> 1];
         const uint32_t b0 = (w & 1) ? bb.z : bb.x, b1 = (w & 1) ? bb.w : bb.y;
-        mma_f16_16x8x16(p[CHAINS == 2 ? c : 0][t], a0, a1, a2, a3, b0, b1);
+        mma_f16_16x8x16(p[t], a0, a1, a2, a3, b0, b1);
       }
     }
   }
   const float ws = decode_scale_bits(unit.scale_bits, e8m0);
 #pragma unroll
   for (int t = 0; t < TOKEN_TILES; ++t) {
-    float4 pt = p[0][t];
-    if constexpr (CHAINS == 2) {
-      pt.x += p[1][t].x;
-      pt.y += p[1][t].y;
-      pt.z += p[1][t].z;
-      pt.w += p[1][t].w;
-    }
+    const float4 pt = p[t];
     const float2 xs2 = *reinterpret_cast<const float2*>(xs + lb * kTokenPad + t * kTokensPerTile + 2 * q);
     const float f0 = xs2.x * ws, f1 = xs2.y * ws;
     acc[t].x += pt.x * f0;
@@ -685,7 +645,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) block_scaled_gemm_sm90(const 
   for (int t = 0; t < TOKEN_TILES; ++t) acc[t] = make_float4(0.f, 0.f, 0.f, 0.f);
 
   auto use_unit = [&](int u, const WeightUnit& unit) {
-    accumulate_unit<TOKEN_TILES, 1>(acc, unit, a.e8m0, act, xs, unit_block(u) - kb_begin, lane);
+    accumulate_unit<TOKEN_TILES>(acc, unit, a.e8m0, act, xs, unit_block(u) - kb_begin, lane);
     if ((u % my_blocks) == my_blocks - 1) park_partials(red, acc, unit_tile(u) - tile_begin, a.warps_k, wk, lane);
   };
   for (int base = 0; base < units; base += window) {

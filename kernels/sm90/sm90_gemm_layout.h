@@ -21,17 +21,6 @@ constexpr int kBlockK = 128;   // K per block scale (one work unit)
 // tile * 16 * K + kb * block_stride in both layouts (block_stride 128 plain, 2048 shuffled).
 SGL_FP8_HD int unit_k_of(int lane, int chunk) { return 64 * chunk + 16 * (lane & 3); }
 
-// The ring kernel's lanes take K bytes [32q + 16 chunk, +16) instead: its weight sits in shared
-// memory under the TMA's 128-byte swizzle (piece p of a 128-byte row r at p ^ (r & 7)), and with
-// this choice the 8 lanes of a quarter-warp (rows g and g+1, q = 0..3) read 8 different
-// 16-byte bank groups (unit_k_of would give rows g and g+1 the same 4). In global memory (the
-// register kernel) this choice would make each load touch every sector of the line twice.
-SGL_FP8_HD int ring_k_of(int lane, int chunk) { return 32 * (lane & 3) + 16 * chunk; }
-template <bool RING>
-SGL_FP8_HD int lane_k_of(int lane, int chunk) {
-  return RING ? ring_k_of(lane, chunk) : unit_k_of(lane, chunk);
-}
-
 SGL_FP8_HD int64_t unit_lane_offset(int lane, int half, int chunk, int64_t K, bool shuffled) {
   return weight_chunk16_offset((lane >> 2) + 8 * half, unit_k_of(lane, chunk), K, shuffled);
 }
@@ -42,22 +31,20 @@ SGL_FP8_HD int64_t unit_block_stride(bool shuffled) { return shuffled ? 2048 : 1
 SGL_FP8_HD int64_t unit_chunk_stride(bool shuffled) { return shuffled ? 1024 : 64; }
 
 // The MMA (m16n8k16, f16) consumes the 16 bytes of a piece as 4 words w = 0..3, one K step
-// each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte lane_k_of + 4w + {0, 1}
+// each: in step (chunk, w), A's logical k {2q, 2q+1} is physical byte unit_k_of + 4w + {0, 1}
 // and logical k {8+2q, 8+2q+1} is + 4w + {2, 3}. B (the activations) uses the same
 // correspondence, so the permutation cancels inside each 128-block.
-template <bool RING = false>
 SGL_FP8_HD int a_physical_k(int lane, int chunk, int word, int logical_k) {
   const int q = lane & 3;
   const int within = logical_k < 8 ? logical_k - 2 * q : logical_k - 8 - 2 * q + 2;  // 0..3
-  return lane_k_of<RING>(lane, chunk) + 4 * word + within;
+  return unit_k_of(lane, chunk) + 4 * word + within;
 }
 
 // ---- activations (operand B), f16 in shared memory --------------------------------------------
 // The quantized activations are stored as f16 (exact: every e4m3 value is an f16 value), so
 // only the weight needs converting. Token `token` of block lb owns a 256-byte row; physical K
 // byte P (0..127) is at 16-byte slot s = 2P / 16, moved to s ^ ((s >> 2) & 2) ^ (token & 1), so
-// that the two tokens a quarter-warp serves read 8 different bank groups under both kernels'
-// K choices (unit_k_of: slots 2q + 8c; ring_k_of: slots 4q + 2c).
+// that the two tokens a quarter-warp serves read 8 different bank groups (unit_k_of: slots 2q + 8c).
 SGL_FP8_HD int act_f16_offset(int lb, int token, int token_pad, int P) {
   const int s = (2 * P) >> 4;
   const int slot = s ^ ((s >> 2) & 2) ^ (token & 1);
@@ -83,28 +70,6 @@ SGL_FP8_HD int stage_piece_offset(int stage, int piece, int thread) {
 }
 SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStageBytes + kStageWeightBytes + 4 * thread; }
 
-// ---- ring kernel: weight stages in shared memory through TMA copies --------------------------
-// A stage is one 16-row tile over the CTA's K slice (up to max_blocks 128-wide blocks), block lb
-// at lb * 2048. Every tile of the CTA has its own stage (the plan requires it): no slot is
-// refilled, so no one hands one back. Plain layout: ONE tensor copy per tile (a 3-D tensor map
-// over the weight as [K block][row][128 bytes], CU_TENSOR_MAP_SWIZZLE_128B), so row r of a block
-// is at r * 128 with its 16-byte piece p at p ^ (r & 7) (large copies stream near the floor, 2 KB
-// copies one per row far below it: docs/design/sm90.md). AITER-shuffled
-// layout: a tile's blocks are contiguous in global memory (weight_layout.h) and travel as one
-// bulk copy, keeping their layout (its 16-byte pieces share banks: correct, slower; sm_90 users
-// keep weights plain).
-constexpr int kMaxRingTokenTiles = 2;  // the ring kernel serves M <= 16
-constexpr int kRingStageAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
-
-SGL_FP8_HD int64_t ring_stage_bytes(int max_blocks) { return int64_t(max_blocks) * kTileRows * kBlockK; }
-SGL_FP8_HD int64_t ring_block_stride() { return kTileRows * kBlockK; }
-// Offset inside a stage's block of lane's piece (half, chunk): the bytes at K ring_k_of of row
-// g + 8 * half of the tile.
-SGL_FP8_HD int64_t ring_lane_offset(int lane, int half, int chunk, bool shuffled) {
-  const int row = (lane >> 2) + 8 * half, k = ring_k_of(lane, chunk);
-  return shuffled ? shuffled_weight_offset(row, k, kBlockK) : row * kBlockK + (((k >> 4) ^ (row & 7)) << 4);
-}
-
 // ---- shared memory of one CTA ----------------------------------------------------------------
 // [activations f16 [block][token][128]][activation scales fp32 [block][token]]
 // [warp partials fp32 [tile][warp_k][16][token]][inbox fp32 [owned tile][cluster rank][16][token]]
@@ -123,20 +88,6 @@ struct GemmSmemLayout {
   }
 };
 
-// Ring kernel: the register kernel's regions (no staging) with warps_k = 8, then the ring (1024-byte
-// aligned, as the swizzle needs), one "full" mbarrier (8 bytes) per stage, which the bulk copies complete, and the
-// block scales of the CTA's units as loaded (4 bytes each, [stage][block]): fetched at entry, so
-// that no unit waits on an L2 round trip for its scale.
-struct RingSmemLayout {
-  int64_t ring_offset, barrier_offset, scale_offset, total;
-  SGL_FP8_HD RingSmemLayout(const GemmSmemLayout& base, int max_blocks, int stages) {
-    ring_offset = (base.total + kRingStageAlign - 1) / kRingStageAlign * kRingStageAlign;
-    barrier_offset = ring_offset + int64_t(stages) * ring_stage_bytes(max_blocks);
-    scale_offset = barrier_offset + int64_t(stages) * 8;
-    total = scale_offset + int64_t(stages) * max_blocks * 4;
-  }
-};
-
 // ---- register-fed kernel (sm90_register_fed_gemm.cuh) -----------------------------------------
 // CTAs of one 16-row tile over the whole K, 8 warps, warp w on K blocks [w KB, (w + 1) KB) with
 // KB = K / 1024 (K % 1024 == 0). Each lane loads the register kernel's unit pieces above
@@ -147,8 +98,6 @@ struct RingSmemLayout {
 constexpr int kRegisterFedWarps = 8;
 constexpr int kRegisterFedBlocksPerWarpMax = 8;  // instances for K = 1024 .. 8192
 constexpr int kRegisterFedMaxTokenTiles = 2;     // M <= 16
-// GemmConfig.flags bit that asks for the kernel wherever it applies (else the plan error).
-constexpr int kRegisterFedFlag = 32768;
 SGL_FP8_HD int64_t register_fed_act_offset(int64_t chunk, int token, int M) { return (chunk * M + token) * 64; }
 SGL_FP8_HD int64_t register_fed_xs_offset(int M, int64_t K) { return int64_t(M) * K; }
 SGL_FP8_HD int64_t register_fed_red_offset(int M, int64_t K) {
@@ -169,6 +118,7 @@ SGL_FP8_HD int64_t register_fed_smem_bytes(int M, int64_t K, int token_tiles) {
 // row r of it at r * 128 with its 16-byte piece p at p ^ (r & 7) (the TMA's 128-byte swizzle).
 // The blocks travel in chunks of chunk_blocks blocks, one tensor copy (box: 128 bytes x the CTA's
 // rows x chunk_blocks) and one "full" mbarrier per chunk, every chunk requested at entry.
+constexpr int kRingStageAlign = 1024;  // the 128-byte swizzle repeats every 8 rows of 128 bytes
 constexpr int kWindowTiles = 4;   // wgmma's 64 rows
 constexpr int kMaxWindows = 3;    // up to 12 tiles (192 rows) per CTA (wgmma_max_windows)
 constexpr int kMaxWgmmaTokenTiles = 4;  // n8, n16 or n32: M <= 32
@@ -191,26 +141,17 @@ SGL_FP8_HD constexpr int wgmma_instance_windows(int token_tiles, int max_tiles) 
 // The co-resident variant: 2 warpgroups (256 threads, <= 128 registers) and <= kCoResidentSmem
 // bytes of shared memory, so that the next launch's CTA fits on the SM beside this one and
 // requests its weight while this one computes; its ring has fewer slots than the CTA has chunks
-// and is refilled as chunks are consumed (chunk c in slot c % slots).
+// and is refilled as chunks are consumed (chunk c in slot c % slots). No config selects it: the
+// wgmma plan falls back to it where the 4-warpgroup ring cannot hold a CTA's share (up to 16
+// tokens), and to the same instance with the whole shared memory (one CTA per SM) where even its
+// ring leaves the activations no room (12288x4096 at M = 16): WgmmaVariant in sm90_gemm_plan.h.
 constexpr int kCoResidentWarpGroups = 2;
-constexpr int kCoResidentFlag = 512;  // GemmConfig.flags bit that asks for it (kCoResident)
 constexpr int64_t kCoResidentSmem = 113 * 1024;  // 228 KB per SM, 1 KB reserved per CTA
-// With kCoResidentFlag: the same 2-warpgroup instance and refilled ring, but with the whole shared
-// memory (one CTA per SM), where even the co-resident ring leaves the activations no room
-// (12288x4096 at M = 16): a CTA that streams its share, not one that shares its SM.
-constexpr int kWholeSmemFlag = 1024;
-// The cluster barrier's exchange (reduce_and_store) instead of the direct one (co-resident variant,
-// wgmma_direct_exchange) or the async one (4-warpgroup kernel up to 16 tokens,
-// wgmma_async_exchange). The same bits; for A/B runs and tests, not offered to tables.
-constexpr int kBarrierExchangeFlag = 2048;
 // Paired activations (4-warpgroup wgmma ring kernel, 9-32 tokens, not pre-quantized): clusters of
 // k_split x 2 CTAs, whose two row groups of one K slice each quantize half of its tokens and send
 // the e4m3 bytes and scales to the other by st.async (counted on its activation mbarrier), so that
-// each activation byte is read from L2 by half as many CTAs.
-// kPairActivationsFlag asks for them wherever they fit; kNoPairActivationsFlag leaves them out where
-// the plan would take them by default (the pre-quantized input, and A/B runs).
-constexpr int kPairActivationsFlag = 8192;
-constexpr int kNoPairActivationsFlag = 16384;
+// each activation byte is read from L2 by half as many CTAs. GemmConfig.pair_activations asks for
+// them wherever they fit (kOn) or leaves them out where the plan would take them by default (kOff).
 // The token range [first, first + count) that row-group parity `pair` of a pair quantizes: the
 // first half (rounded up) and the rest.
 SGL_FP8_HD constexpr int pair_first_token(int pair, int tokens) { return pair ? (tokens + 1) / 2 : 0; }
@@ -350,12 +291,12 @@ struct WgmmaRingSmemLayout {
   bool direct = false;        // the direct exchange (wgmma_direct_exchange): an inbox slot per warpgroup, and its mbarrier
   bool inbox_barrier = false;  // an mbarrier counts the inbox's bytes (the direct or the async exchange)
   bool inbox_over_activations = false;  // 32 tokens without own_inbox
-  bool pair = false;  // paired activations (kPairActivationsFlag): an mbarrier counts the peer's bytes
+  bool pair = false;  // paired activations: an mbarrier counts the peer's bytes
   int64_t act_barrier_offset = 0;  // (last, so that the other fields keep their offsets in the kernel arguments)
   WgmmaRingSmemLayout() = default;
   SGL_FP8_HD WgmmaRingSmemLayout(int max_blocks, int token_tiles, int max_tiles, int k_split, int chunk_blocks,
-                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool barrier_exchange = false,
-                                 bool own_inbox = false, bool paired = false) {
+                                 int warpgroups = kWgmmaWarpGroups, int ring_slots = 0, bool own_inbox = false,
+                                 bool paired = false) {
     pair = paired;
     const int64_t token_pad = int64_t(token_tiles) * 8;
     const int64_t max_owned = (max_tiles + k_split - 1) / k_split;
@@ -363,8 +304,8 @@ struct WgmmaRingSmemLayout {
     slots = ring_slots > 0 && ring_slots < chunks ? ring_slots : chunks;
     const bool shared = wgmma_inbox_over_activations(token_tiles) && !own_inbox;
     inbox_over_activations = shared;
-    direct = wgmma_direct_exchange(warpgroups, shared, k_split) && !barrier_exchange;
-    inbox_barrier = (direct || wgmma_async_exchange(warpgroups, k_split)) && !barrier_exchange;
+    direct = wgmma_direct_exchange(warpgroups, shared, k_split);
+    inbox_barrier = direct || wgmma_async_exchange(warpgroups, k_split);
     const int64_t act_bytes = int64_t(max_blocks) * token_pad * kBlockK;
     const int64_t inbox_bytes = max_owned * k_split * (direct ? warpgroups : 1) * kTileRows * token_pad * 4;
     xs_offset = shared && inbox_bytes > act_bytes ? inbox_bytes : act_bytes;

@@ -1,7 +1,9 @@
-// Launch plan of the sm_90 block-scaled GEMM: how (N, K, M) is split over clusters, CTAs and
-// warps. Plain C++ (no CUDA types) so the host compiler and CPU tests can check it.
+// Launch plans of the sm_90 block-scaled GEMM and the one function that chooses among them
+// (choose_gemm, at the end): which engine serves (N, K, M) and how it is split over clusters, CTAs
+// and warps. Plain C++ (no CUDA types) so the host compiler and CPU tests can check it.
 //
-// The kernel is weight-streaming bound, so the plan balances weight bytes per SM first:
+// The kernels are weight-streaming bound, so every plan balances weight bytes per SM first
+// (described here for the general kernel; the others' planners say what differs):
 //   * one 8-warp CTA per SM, with registers (<= 128 per thread) and shared memory small enough
 //     for a CTA of the next kernel to start streaming beside it (programmatic dependent launch);
 //   * row tiles (16 rows) are spread over `row_groups` clusters, K blocks (128) over the
@@ -24,24 +26,24 @@
 namespace sgl_fp8::sm90 {
 
 struct GemmPlan {
+  GemmEngine engine = GemmEngine::kAuto;  // the engine that runs it (kAuto: nothing fits)
   int k_split = 1;     // CTAs per cluster, each owning a K slice (grid.x)
   int row_groups = 1;  // clusters along N (grid.y)
   int warps_k = 8, warps_t = 1;
   int token_tiles = 1;  // 8-token MMA tiles per launch chunk (1..4)
   int chunks = 1;       // 32-token chunks (grid.z): M > 32 re-streams the weight per chunk
   int max_tiles_per_cta = 1, max_blocks_per_cta = 1;
-  int smem_stages = 0;  // register kernel: weight units per thread staged in shared memory (cp.async),
-                        // beyond registers; ring kernel: stages (16-row tiles) in the ring
-  bool ring = false;    // the ring kernel (sm90_ring_gemm.cuh), else the register kernel
-  bool wgmma = false;   // the wgmma ring kernel (sm90_wgmma_ring_gemm.cuh)
+  int smem_stages = 0;  // general kernel: weight units per thread staged in shared memory (cp.async),
+                        // beyond registers
+  bool co_resident = false;  // wgmma ring kernel: its 2-warpgroup instance (WgmmaVariant kCoResident or kWholeSmem)
   int chunk_blocks = 0;  // wgmma ring kernel: K blocks per tensor copy
   int early_chunks = 0;  // wgmma ring kernel: copies requested before the activations are read
   int ring_slots = 0;    // wgmma ring kernel: ring slots (= its chunks, or fewer: refilled)
-  bool pair = false;     // wgmma ring kernel: paired activations (clusters of k_split x 2; kPairActivationsFlag)
-  bool register_fed = false;  // the register-fed kernel (sm90_register_fed_gemm.cuh): one 16-row tile a CTA
+  bool pair = false;     // wgmma ring kernel: paired activations (clusters of k_split x 2)
   WgmmaRingSmemLayout wgmma_layout;  // wgmma ring kernel: its shared memory (smem_bytes = .total)
   int64_t smem_bytes = 0;
   double cost = -1;  // the model's estimate in bytes-equivalent per SM; < 0: nothing fits
+  const char* error = nullptr;  // choose_gemm, where nothing fits: why (a static string)
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -59,6 +61,7 @@ inline void set_partition(GemmPlan& plan, int k_split, int64_t row_groups, int w
 }
 
 constexpr int kWarpsPerCta = 8;
+constexpr int kGeneralThreads = kWarpsPerCta * 32;  // the general kernel's CTA (kGemmThreads)
 // Activation groups (token x 128-K block) a CTA quantizes per L2 round trip: 16 half-warps x 8
 // loads in flight each (kActivationBatch in the kernel).
 constexpr int kGroupsPerRoundTrip = 128;
@@ -136,7 +139,7 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   const int64_t T = N / 16, KB = K / 128;
   const int token_tiles = token_tiles_for(M);
   const int64_t tokens = M >= 32 ? 32 : (M < 1 ? 1 : M);
-  const int64_t slots = int64_t(num_sms) * (config.blocks_per_sm > 0 ? config.blocks_per_sm : 1);
+  const int64_t slots = int64_t(num_sms) * (config.ctas_per_sm > 0 ? config.ctas_per_sm : 1);
   GemmPlan best;
   for (int S = 1; S <= kMaxClusterSize; ++S) {
     if (config.k_split && S != config.k_split) continue;
@@ -146,7 +149,6 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
     if (groups > T) groups = T;
     if (groups < 1) continue;
     for (int wk : {8, 4, 2, 1}) {
-      if (config.warps && wk != config.warps) continue;
       const int wt = kWarpsPerCta / wk;
       int64_t g = groups, tiles = 0;
       auto smem_for = [&](int64_t t) { return GemmSmemLayout(int(blocks), token_tiles, int(t), wk, S).total; };
@@ -169,76 +171,30 @@ GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, in
   // Weight staging stages in the shared memory left under the two-CTAs-per-SM budget: more
   // bytes in flight per SM, and more of the next launch's weight requested before it waits for
   // this one. One stage was measured faster than none, two or three slower, so one is the
-  // default (docs/design/sm90.md); config.smem_stages
-  // (up to kMaxStages) overrides it, flag 8 (kNoStaging) turns staging off. Instances of more than
-  // kMaxStagedTokenTiles token tiles are compiled without staging.
-  if (best.cost >= 0 && !(config.flags & 8) && token_tiles <= kMaxStagedTokenTiles) {
+  // default (docs/design/sm90.md); config.staging_stages
+  // (up to kMaxStages) overrides it. Instances of more than kMaxStagedTokenTiles token tiles are
+  // compiled without staging.
+  if (best.cost >= 0 && token_tiles <= kMaxStagedTokenTiles) {
     const int64_t base = best.smem_bytes;
     int stages = base <= kSmemBudget ? int((kSmemBudget - base) / kStageBytes) : 0;
-    const int cap = config.smem_stages > 0 ? (config.smem_stages < kMaxStages ? config.smem_stages : kMaxStages)
-                                           : kDefaultStages;
+    const int cap = config.staging_stages > 0
+                        ? (config.staging_stages < kMaxStages ? config.staging_stages : kMaxStages)
+                        : kDefaultStages;
     if (stages > cap) stages = cap;
     while (stages > 0 && base + int64_t(stages) * kStageBytes > max_smem) --stages;
     best.smem_stages = stages;
     best.smem_bytes = base + int64_t(stages) * kStageBytes;
   }
+  if (best.cost >= 0) best.engine = GemmEngine::kGeneral;
   best.token_tiles = token_tiles;
   best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));
   return best;
 }
 
-// Ring kernel (M <= 16): one CTA of 16 consumer warps + 1 producer per SM, clusters of k_split <= 2
-// CTAs (larger clusters were placed two CTAs to an SM on the H200, halving the SMs that stream).
-// Every 16-row tile of the CTA gets its own stage, so the whole weight share of the CTA is
-// requested at entry and no slot is ever refilled (a refill's write-after-read order is one
-// compute-sanitizer racecheck does not follow through TMA copies). The cost
-// counts the busiest consumer warp's units and the activation bytes each CTA quantizes (as
-// above). Returns cost < 0 where it does not apply (more tokens, the CTA's tiles do not fit).
-constexpr int kMaxRingCluster = 2;
-
-template <typename MaxClusters>
-GemmPlan plan_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
-                        const GemmConfig& config, MaxClusters&& max_clusters) {
-  GemmPlan best;
-  const int token_tiles = token_tiles_for(M);
-  if (token_tiles > kMaxRingTokenTiles) return best;
-  const int64_t T = N / 16, KB = K / 128;
-  const int64_t tokens = M < 1 ? 1 : M;
-  for (int S = 1; S <= kMaxRingCluster; ++S) {
-    if (config.k_split && S != config.k_split) continue;
-    if (S > KB) break;
-    const int64_t blocks = ceil_div(KB, S);
-    int64_t groups = num_sms / S;
-    if (groups > T) groups = T;
-    if (groups < 1) continue;
-    auto smem_for = [&](int64_t tiles) {
-      const GemmSmemLayout base(int(blocks), token_tiles, int(tiles), kWarpsPerCta, S);
-      return RingSmemLayout(base, int(blocks), int(tiles)).total;
-    };
-    int64_t tiles = 0;
-    if (!fit_one_wave(T, S, groups, tiles, [&](int64_t t) { return smem_for(t) <= max_smem; }, smem_for, max_clusters))
-      continue;
-    // the busiest consumer warp: two groups of kWarpsPerCta warps take alternate tiles
-    const int64_t warp_units = ceil_div(tiles, 2) * ceil_div(blocks, kWarpsPerCta);
-    const double cost = double(warp_units) * kWarpsPerCta * 2048 +
-                        kActivationByteWeight * double(tokens) * double(blocks) * 256 + kClusterCost[S];
-    if (best.cost < 0 || cost < best.cost) {
-      set_partition(best, S, groups, kWarpsPerCta, 1, tiles, blocks);
-      best.smem_stages = int(tiles);
-      best.smem_bytes = smem_for(tiles);
-      best.cost = cost;
-    }
-  }
-  best.ring = best.cost >= 0;
-  best.token_tiles = token_tiles;
-  best.chunks = 1;
-  return best;
-}
-
 // wgmma ring kernel (M <= 32, plain weights): one CTA of 4 warpgroups per SM, clusters of up to 8
 // CTAs splitting K. Its MMAs take 64-row windows of the CTA's tiles, so every CTA needs >= 4
-// tiles (row_groups <= T / 4) and at most wgmma_max_windows windows; like the ring kernel, all of
-// the CTA's weight is requested at entry (every chunk has its own slot). The cost is the weight
+// tiles (row_groups <= T / 4) and at most wgmma_max_windows windows; all of the CTA's weight is
+// requested at entry (every chunk has its own slot). The cost is the weight
 // bytes of the busiest CTA (its MMAs hide behind the stream), the activation bytes it quantizes
 // and the cluster's cost. Returns cost < 0 where it does not apply.
 // Token tiles of the wgmma instances: n8, n16 or n32 (17-24 tokens take n32, padded).
@@ -247,27 +203,33 @@ inline int wgmma_token_tiles(int64_t M) {
   return t > 2 ? kMaxWgmmaTokenTiles : t;
 }
 
-// The co-resident variant (config flag kCoResidentFlag, M <= 16): 2 warpgroups, at most
-// kCoResidentSmem bytes, so that two CTAs share an SM (with kWholeSmemFlag: the whole shared
-// memory, one CTA per SM); chunks of one block per warpgroup, as many ring slots as fit (>= 2;
-// where the whole share fits, one per chunk) and every one of them requested at entry; every
-// CTA's K blocks a multiple of 2 (the refilled ring's block order).
+// The variants of the wgmma ring kernel, tried in this order (choose_gemm): the 4-warpgroup kernel,
+// one CTA per SM, whose ring holds the CTA's whole share; where it cannot (shares of 6144x4096 and
+// larger, up to 16 tokens), the co-resident variant: 2 warpgroups, at most kCoResidentSmem bytes,
+// so that two CTAs share an SM, chunks of one block per warpgroup, as many ring slots as fit (>= 2;
+// where the whole share fits, one per chunk) and every one of them requested at entry, every CTA's
+// K blocks a multiple of 2 (the refilled ring's block order); where even that ring leaves the
+// activations no room (12288x4096 at 16 tokens), the same instance with the whole shared memory
+// (one CTA per SM). No config selects a variant: each is the plan's answer to the share's size.
+enum class WgmmaVariant { kFourWarpgroups, kCoResident, kWholeSmem };
+
 template <typename MaxClusters>
 GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
-                              const GemmConfig& config, MaxClusters&& max_clusters) {
+                              const GemmConfig& config, MaxClusters&& max_clusters,
+                              WgmmaVariant variant = WgmmaVariant::kFourWarpgroups) {
   GemmPlan best;
   if (shuffled || M > kMaxWgmmaTokenTiles * 8) return best;
   const int token_tiles = wgmma_token_tiles(M);
-  const bool co_resident = (config.flags & kCoResidentFlag) != 0;
+  const bool co_resident = variant != WgmmaVariant::kFourWarpgroups;
   if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
   // Paired activations: two row groups of a K slice share their quantized activations, so their
   // clusters hold k_split x 2 CTAs; `resident_groups` counts row groups of k_split CTAs that fit.
-  const bool pair = (config.flags & kPairActivationsFlag) && !co_resident && token_tiles >= 2;
+  const bool pair = config.pair_activations == Toggle::kOn && !co_resident && token_tiles >= 2;
   auto resident_groups = [&](int s, int64_t smem) -> int64_t {
     return pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem));
   };
-  const bool whole_smem = (config.flags & kWholeSmemFlag) != 0;
+  const bool whole_smem = variant == WgmmaVariant::kWholeSmem;
   const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
   const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles, warpgroups);
   const int64_t T = N / 16, KB = K / 128;
@@ -284,12 +246,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (groups < 1) continue;
     auto chunk_for = [&](int64_t tiles) {
       if (co_resident) return warpgroups;
-      return config.smem_stages > 0 ? (config.smem_stages < blocks ? config.smem_stages : int(blocks))
+      return config.copy_blocks > 0 ? (config.copy_blocks < blocks ? config.copy_blocks : int(blocks))
                                     : wgmma_chunk_blocks(int(tiles), int(blocks));
     };
     auto layout_for = [&](int64_t tiles, int slots) {
-      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots,
-                                 (config.flags & kBarrierExchangeFlag) != 0, false, pair);
+      return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots, false,
+                                 pair);
     };
     // Ring slots: one per chunk, or (co-resident) as many as fit under the cap, 0 if not 2.
     auto slots_for = [&](int64_t tiles) {
@@ -317,13 +279,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     // shared memory and in one resident wave (its async exchange, wgmma_async_exchange, needs no
     // cluster barrier after the MMAs). On the H200 5120x4096 M = 32's partition (30 clusters of 4,
     // 11 tiles) does not fit with it in shared memory; giving every 32-token plan an inbox of its
-    // own moved that plan and was measured much slower. The cost takes the default's layout: the
-    // barrier exchange's flag, which keeps the inbox over the activations, must not move the partition.
+    // own moved that plan and was measured much slower.
     WgmmaRingSmemLayout own;
     bool own_fits = false;
     if (n32 && S > 1) {
       own = WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots_for(tiles),
-                                false, /*own_inbox=*/true, pair);
+                                /*own_inbox=*/true, pair);
       own_fits = own.total <= smem_cap && resident_groups(S, own.total) >= groups;
     }
     const bool over_activations = n32 && S > 1 && !own_fits;
@@ -348,16 +309,18 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
       // faster than all or a quarter). Co-resident: every slot's copy at entry, as the CTA then
       // waits a whole launch for the previous one to end.
       const int first_copies = co_resident ? best.ring_slots : (best.ring_slots + 1) / 2;
-      best.early_chunks = config.tiles_per_block > 0 ? config.tiles_per_block : first_copies;
+      best.early_chunks = config.early_copies > 0 ? config.early_copies : first_copies;
       best.smem_stages = 0;
-      best.wgmma_layout =
-          own_fits && !(config.flags & kBarrierExchangeFlag) ? own : layout_for(tiles, best.ring_slots);
+      best.wgmma_layout = own_fits ? own : layout_for(tiles, best.ring_slots);
       best.pair = pair;
       best.smem_bytes = best.wgmma_layout.total;
       best.cost = cost;
     }
   }
-  best.ring = best.wgmma = best.cost >= 0;
+  if (best.cost >= 0) {
+    best.engine = GemmEngine::kWgmma;
+    best.co_resident = co_resident;
+  }
   best.token_tiles = token_tiles;
   best.chunks = 1;
   // No K split by default up to 8 tokens where a CTA of one window (4 tiles) holds a whole K row
@@ -367,11 +330,12 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // 8192x1024, 6144x1024, 4096x1024 and 3072x1024 at 1-8 tokens; slower where its CTAs were fewer
   // (32), held more of K (1536 and up) or from 16 tokens (docs/design/sm90.md). The SM-fraction
   // bound lies between 32 and 48 CTAs of 132 (nothing between was measured).
-  if (best.wgmma && !co_resident && config.k_split == 0 && token_tiles == 1 && best.k_split > 1) {
+  if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && token_tiles == 1 &&
+      best.k_split > 1) {
     GemmConfig whole_k = config;
     whole_k.k_split = 1;
     const GemmPlan whole = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters);
-    if (whole.wgmma && whole.max_tiles_per_cta == kWindowTiles && whole.max_blocks_per_cta <= kNoSplitMaxBlocks &&
+    if (whole.engine == GemmEngine::kWgmma && whole.max_tiles_per_cta == kWindowTiles && whole.max_blocks_per_cta <= kNoSplitMaxBlocks &&
         double(whole.row_groups) >= kNoSplitMinSmFraction * num_sms)
       return whole;
   }
@@ -380,28 +344,28 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // tokens on the large shapes (docs/design/sm90.md). On the H200 the pairs keep the partition
   // (clusters of 8 and of 4 both hold 30 row groups). Not offered at other splits: the split of 2
   // in clusters of 4 was measured slower on 4096x2048, and none other was measured.
-  if (best.wgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
-      !(config.flags & kNoPairActivationsFlag)) {
+  if (best.engine == GemmEngine::kWgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
+      config.pair_activations != Toggle::kOff) {
     GemmConfig paired_config = config;
     paired_config.k_split = 4;
-    paired_config.flags |= kPairActivationsFlag;
+    paired_config.pair_activations = Toggle::kOn;
     const GemmPlan paired =
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
-    if (paired.wgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
+    if (paired.engine == GemmEngine::kWgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
   }
   return best;
 }
 
 // ---- the register-fed kernel (sm90_register_fed_gemm.cuh) ------------------------------------
-// Only where a config's flags ask for it (kRegisterFedFlag; the shipped H200 table does at some 1-2-token
-// points): after a copy kernel, as in a decode step, it is slower than the kernels' own plans on the large Qwen
+// Only where a config asks for it (engine GemmEngine::kRegisterFed; the shipped H200 table does at some
+// 1-2-token points): after a copy kernel, as in a decode step, it is slower than the kernels' own plans on the large Qwen
 // shapes (docs/design/sm90.md), so no plan takes it by default.
 constexpr int kRegisterFedThreads = kRegisterFedWarps * 32;
 
 // Whether the kernel can run (N, K, M): plain weights, K a multiple of 1024 up to 8192, at most 16
 // tokens, its shared memory within the device's (one 16-row tile a CTA along grid.x).
-// (Shuffled weights keep the mma.sync ring kernel: with the shuffled layout's strides as runtime
-// values ptxas held every weight address in registers and spilled.)
+// (Not shuffled weights: with the shuffled layout's strides as runtime values ptxas held every
+// weight address in registers and spilled.)
 inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   const int64_t kb_per_warp = K / (kRegisterFedWarps * kBlockK);
   return !shuffled && K % (kRegisterFedWarps * kBlockK) == 0 && kb_per_warp >= 1 && kb_per_warp <= kRegisterFedBlocksPerWarpMax &&
@@ -409,18 +373,87 @@ inline bool register_fed_applies(int64_t N, int64_t K, int64_t M, bool shuffled,
          N / kTileRows < (int64_t(1) << 31) && register_fed_smem_bytes(int(M), K, token_tiles_for(M)) <= max_smem;
 }
 
-// Whether the config asks for the kernel.
-inline bool register_fed_wanted(const GemmConfig& c) { return (c.flags & kRegisterFedFlag) != 0; }
-
 // Its plan: N / 16 CTAs (row_groups; launched along grid.x), no cluster; cost < 0 where it does not apply.
 inline GemmPlan plan_register_fed_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int64_t max_smem) {
   GemmPlan plan;
   if (!register_fed_applies(N, K, M, shuffled, max_smem)) return plan;
   set_partition(plan, 1, N / kTileRows, kRegisterFedWarps, 1, 1, K / kBlockK);
   plan.token_tiles = token_tiles_for(M);
-  plan.register_fed = true;
+  plan.engine = GemmEngine::kRegisterFed;
   plan.smem_bytes = register_fed_smem_bytes(int(M), K, plan.token_tiles);
   plan.cost = 0;
+  return plan;
+}
+
+// ---- the choice ------------------------------------------------------------------------------
+// The wgmma ring kernel's index math is 32-bit: row groups x tiles below 2^32 (row groups <= SMs),
+// K blocks x k_split below 2^22.
+inline bool wgmma_index_range(int64_t N, int64_t K, int num_sms) {
+  return N / kTileRows * num_sms < (int64_t(1) << 32) && K < (int64_t(1) << 26);
+}
+
+constexpr const char* kRegisterFedPlanError =
+    "no sm_90 GEMM plan fits: engine register_fed needs bf16/fp16 input, plain weights, K a multiple of 1024 up to "
+    "8192, M <= 16 and N a multiple of 16";
+constexpr const char* kWgmmaPlanError =
+    "no sm_90 GEMM plan fits: engine wgmma needs plain weights, M <= 32, a partition that fits (config too "
+    "restrictive?) and a weight the driver can map";
+constexpr const char* kGeneralPlanError =
+    "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
+
+// Which engine serves (N, K, M) and its plan: the only place that decides it. Pure, so that the
+// CPU tests read its answer for every shape (tests/sm90_layout_check.cpp, --table).
+//  1. engine kRegisterFed: its plan where it applies (bf16/fp16 input, plain weights, K % 1024 == 0,
+//     K <= 8192, M <= 16), else an error;
+//  2. engine kAuto or kWgmma: the wgmma ring kernel for M <= 32, plain weights and its index range,
+//     trying the 4-warpgroup plan, then (up to 16 tokens) the co-resident and the
+//     whole-shared-memory variants (WgmmaVariant); a plan that fits also needs maps_ok (the driver
+//     encodes its tensor maps). Paired activations never with pre-quantized input. Engine kWgmma
+//     where none of this holds: an error, not another engine;
+//  3. else (engine kAuto or kGeneral) the general kernel: shuffled weights, M > 32, shares the wgmma
+//     plans cannot hold, maps the driver declines; an error where even its plan does not fit.
+// max_clusters(engine, token_tiles, cluster, threads, smem): clusters of `cluster` CTAs of
+// `threads` threads and `smem` bytes of the engine's instance for `token_tiles` that can be
+// resident at once (the launcher asks cudaOccupancyMaxActiveClusters; a test, h200_residency.h).
+// maps_ok(rows, chunk_blocks): whether the wgmma plan's two tensor maps (boxes of `rows` and
+// rows - 16 rows over chunk_blocks K blocks) encode (the launcher encodes them there).
+// A plan with cost < 0 carries `error`.
+template <typename Residency, typename MapsOk>
+GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequant, int num_sms, int64_t max_smem,
+                     const GemmConfig& c, Residency&& max_clusters, MapsOk&& maps_ok) {
+  if (c.engine == GemmEngine::kRegisterFed) {
+    GemmPlan plan = prequant ? GemmPlan{} : plan_register_fed_gemm(N, K, M, shuffled, max_smem);
+    if (plan.cost < 0) plan.error = kRegisterFedPlanError;
+    return plan;
+  }
+  if (c.engine == GemmEngine::kAuto || c.engine == GemmEngine::kWgmma) {
+    if (!shuffled && M <= int64_t(kMaxWgmmaTokenTiles) * 8 && wgmma_index_range(N, K, num_sms)) {
+      GemmConfig wc = c;
+      if (prequant) wc.pair_activations = Toggle::kOff;  // paired activations quantize in the kernel
+      const int token_tiles = wgmma_token_tiles(M);
+      for (WgmmaVariant v : {WgmmaVariant::kFourWarpgroups, WgmmaVariant::kCoResident, WgmmaVariant::kWholeSmem}) {
+        if (v != WgmmaVariant::kFourWarpgroups && token_tiles > 2) break;  // 17-32 tokens: 4 warpgroups only
+        const int threads =
+            (v == WgmmaVariant::kFourWarpgroups ? kWgmmaWarpGroups : kCoResidentWarpGroups) * 128;
+        const GemmPlan plan = plan_wgmma_ring_gemm(
+            N, K, M, shuffled, num_sms, max_smem, wc,
+            [&](int cluster, int64_t smem) -> int64_t {
+              return max_clusters(GemmEngine::kWgmma, token_tiles, cluster, threads, smem);
+            },
+            v);
+        if (plan.cost >= 0 && maps_ok(plan.max_tiles_per_cta * kTileRows, plan.chunk_blocks)) return plan;
+      }
+    }
+    if (c.engine == GemmEngine::kWgmma) {
+      GemmPlan none;
+      none.error = kWgmmaPlanError;
+      return none;
+    }
+  }
+  GemmPlan plan = plan_block_scaled_gemm(N, K, M, num_sms, max_smem, c, [&](int cluster, int64_t smem) -> int64_t {
+    return max_clusters(GemmEngine::kGeneral, token_tiles_for(M), cluster, kGeneralThreads, smem);
+  });
+  if (plan.cost < 0) plan.error = kGeneralPlanError;
   return plan;
 }
 

@@ -13,7 +13,6 @@
 #include "sm90_gemm_plan.h"
 #include "sm90_quant.cuh"
 #include "sm90_register_fed_gemm.cuh"
-#include "sm90_ring_gemm.cuh"
 #include "sm90_weight_map.h"
 #include "sm90_wgmma_ring_gemm.cuh"
 
@@ -39,11 +38,6 @@ GemmKernel gemm_instance(int token_tiles) {
     case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
     default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
   }
-}
-
-template <bool PREQUANT>
-GemmKernel ring_instance(int token_tiles) {
-  return token_tiles <= 1 ? sm90::ring_gemm_sm90<1, PREQUANT> : sm90::ring_gemm_sm90<2, PREQUANT>;
 }
 
 // Up to 16 tokens (TOKEN_TILES 1 or 2): the co-resident variant, or the 4-warpgroup kernel with the
@@ -188,6 +182,8 @@ class LaunchCache {
 
 }  // namespace
 
+// Maps the plan choose_gemm (sm90_gemm_plan.h) makes to its kernel instance, encodes the wgmma
+// plan's tensor maps and launches; the choice itself is made there and nowhere else.
 const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   if (p.M == 0) return nullptr;
   int device = 0;
@@ -198,112 +194,56 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   const bool prequant = p.x_type == ElemType::kE4M3;
   if (p.M > 1 && p.x_row_stride * (prequant ? 1 : 2) >= kMaxActivationRowBytes)
     return "activation rows 128 MB or more apart (K too large for one launch)";
-  const int token_tiles = sm90::token_tiles_for(p.M);
   // Clusters are placed within GPCs, so not every SM count divides into clusters: the plans ask
-  // how many fit at once and keep the grid to one resident wave. Unless the config asks for the
-  // register kernel, the wgmma ring kernel serves M <= 32 where its plan applies (plain weights,
-  // >= 4 tiles per CTA, the CTA's weight and activations fit) and the driver encodes its tensor
-  // maps; else the mma.sync ring kernel serves M <= 16.
-  // The wgmma ring kernel's co-resident variant (M <= 16) runs where the config asks for it, and
-  // where the 4-warpgroup kernel's plan does not fit: a CTA's weight share too large for its
-  // shared memory (6144x4096, 12288x4096, 4096x12288, ...), which the co-resident variant streams
-  // through a refilled ring; where even its ring leaves the activations no room (M = 16 of
-  // 12288x4096), its instance with the whole shared memory (kWholeSmem); both measured well
-  // faster there than the register kernel. The whole-shared-memory instance is not tried first:
-  // slightly faster than the co-resident variant on the largest shares, it was slower on
-  // 6144x4096. Where the 4-warpgroup kernel holds the share it was measured faster than the
-  // co-resident variant, at M = 1 too and in the decode step, so the variant serves only the
-  // shares the 4-warpgroup kernel cannot hold, and a config that asks for it (docs/design/sm90.md).
+  // how many fit at once (of a representative instance: the instances of one engine, token tiles
+  // and thread count share their launch bounds, so the same clusters fit) and keep the grid to one
+  // resident wave.
+  const char* prepare_error = nullptr;
+  auto residency = [&](GemmEngine engine, int token_tiles, int cluster, int threads, int64_t smem) -> int64_t {
+    GemmKernel k = nullptr;
+    if (engine == GemmEngine::kWgmma)
+      k = prequant ? wgmma_ring_instance<true>(token_tiles, threads != sm90::kWgmmaWarpGroups * 128, 0)
+                   : wgmma_ring_instance<false>(token_tiles, threads != sm90::kWgmmaWarpGroups * 128, 0);
+    else
+      k = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
+    if (const char* err = LaunchCache::get().prepare_kernel(k, device, facts.max_smem)) {
+      prepare_error = err;
+      return 0;
+    }
+    return LaunchCache::get().max_active_clusters(k, device, cluster, threads, smem);
+  };
+  CUtensorMap weight_map = {}, weight_map_short = {};
+  auto maps_ok = [&](int rows, int chunk_blocks) {
+    return sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, chunk_blocks) &&
+           sm90::encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, chunk_blocks);
+  };
+  const GemmPlan plan = sm90::choose_gemm(p.N, p.K, p.M, p.w_shuffled, prequant, facts.sms, facts.max_smem, p.config,
+                                          residency, maps_ok);
+  if (prepare_error) return prepare_error;
+  if (plan.cost < 0) return plan.error ? plan.error : sm90::kGeneralPlanError;
+
   GemmKernel kernel = nullptr;
   int threads = sm90::kGemmThreads;
-  GemmPlan plan;
-  CUtensorMap weight_map = {}, weight_map_short = {};
-  // The register-fed kernel (sm90_register_fed_gemm.cuh) where the config's flags ask for it (quantizing
-  // input only: scaled_gemm takes no config), where it applies (plain weights, K % 1024 == 0, K <= 8192,
-  // M <= 16); else the plan error.
-  if (sm90::register_fed_wanted(p.config)) {
-    plan = prequant ? GemmPlan{} : sm90::plan_register_fed_gemm(p.N, p.K, p.M, p.w_shuffled, facts.max_smem);
-    if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
-    kernel = register_fed_instance(p.M, p.K);
-    threads = sm90::kRegisterFedThreads;
-    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+  switch (plan.engine) {
+    case GemmEngine::kRegisterFed:
+      kernel = register_fed_instance(p.M, p.K);
+      threads = sm90::kRegisterFedThreads;
+      break;
+    case GemmEngine::kWgmma:
+      // the instance of the plan's windows and pairing (the same threads and shared memory as the one
+      // the residency was asked of)
+      kernel = prequant ? wgmma_ring_instance<true>(plan.token_tiles, plan.co_resident, plan.max_tiles_per_cta)
+                        : wgmma_ring_instance<false>(plan.token_tiles, plan.co_resident, plan.max_tiles_per_cta,
+                                                     plan.pair);
+      threads = (plan.co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
+      break;
+    default:
+      kernel = prequant ? gemm_instance<true>(plan.token_tiles) : gemm_instance<false>(plan.token_tiles);
+      threads = sm90::kGemmThreads;
+      break;
   }
-  // (Its index math is 32-bit: row groups x tiles below 2^32, K blocks x k_split below 2^22.)
-  const bool wgmma_index_range = p.N / sm90::kTileRows * facts.sms < (int64_t(1) << 32) && p.K < (int64_t(1) << 26);
-  if (plan.cost < 0 && !(p.config.flags & (sm90::kRegisterPipeline | sm90::kMmaSyncRing)) &&
-      p.M <= sm90::kMaxWgmmaTokenTiles * sm90::kTokensPerTile && !p.w_shuffled && wgmma_index_range) {
-    const int wgmma_tiles = sm90::wgmma_token_tiles(p.M);
-    constexpr int32_t kRefilled = sm90::kCoResident | sm90::kWholeSmem;
-    int32_t tries[3];  // the flags of each plan tried, in order
-    int n_tries = 0;
-    if (wgmma_tiles > 2) {  // from 17 tokens the co-resident flags mean nothing
-      tries[n_tries++] = p.config.flags & ~kRefilled;
-    } else if (p.config.flags & sm90::kCoResident) {
-      tries[n_tries++] = p.config.flags;
-    } else {
-      tries[n_tries++] = p.config.flags & ~kRefilled;
-      tries[n_tries++] = (p.config.flags & ~kRefilled) | sm90::kCoResident;
-      tries[n_tries++] = p.config.flags | kRefilled;
-    }
-    for (int i = 0; i < n_tries && plan.cost < 0; ++i) {
-      const bool co_resident = (tries[i] & sm90::kCoResident) != 0;
-      // Paired activations: quantized in the kernel only (the plan applies them from 9 tokens)
-      if (prequant) tries[i] = (tries[i] & ~sm90::kPairActivationsFlag) | sm90::kNoPairActivationsFlag;
-      // (The plan may pair by default: the residency query asks the paired instance only when forced;
-      // both instances take 512 threads, one CTA an SM, and the plan's shared memory.)
-      kernel = prequant ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, 0)
-                        : wgmma_ring_instance<false>(wgmma_tiles, co_resident, 0,
-                                                     (tries[i] & sm90::kPairActivationsFlag) != 0);
-      threads = (co_resident ? sm90::kCoResidentWarpGroups : sm90::kWgmmaWarpGroups) * 128;
-      if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-      GemmConfig wgmma_config = p.config;
-      wgmma_config.flags = tries[i];
-      plan = sm90::plan_wgmma_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, wgmma_config,
-                                        [&](int cluster, int64_t smem) -> int64_t {
-                                          return LaunchCache::get().max_active_clusters(kernel, device, cluster,
-                                                                                        threads, smem);
-                                        });
-      // The instance of the plan's windows: the same threads and shared memory, so the same clusters
-      // fit (max_active_clusters asked the first).
-      if (plan.cost >= 0) {
-        GemmKernel planned = prequant
-                                 ? wgmma_ring_instance<true>(wgmma_tiles, co_resident, plan.max_tiles_per_cta)
-                                 : wgmma_ring_instance<false>(wgmma_tiles, co_resident, plan.max_tiles_per_cta, plan.pair);
-        if (planned != kernel) {
-          kernel = planned;
-          if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-        }
-      }
-      const int rows = plan.max_tiles_per_cta * sm90::kTileRows;
-      if (plan.cost >= 0 &&
-          !(sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, rows, plan.chunk_blocks) &&
-            sm90::encode_ring_weight_map(&weight_map_short, p.w, p.N, p.K, rows - sm90::kTileRows, plan.chunk_blocks)))
-        plan = GemmPlan{};
-    }
-  }
-  if (plan.cost < 0 && !(p.config.flags & sm90::kRegisterPipeline) && token_tiles <= sm90::kMaxRingTokenTiles) {
-    kernel = prequant ? ring_instance<true>(token_tiles) : ring_instance<false>(token_tiles);
-    threads = sm90::kRingThreads;
-    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-    plan = sm90::plan_ring_gemm(p.N, p.K, p.M, p.w_shuffled, facts.sms, facts.max_smem, p.config,
-                                [&](int cluster, int64_t smem) -> int64_t {
-                                  return LaunchCache::get().max_active_clusters(kernel, device, cluster, threads, smem);
-                                });
-  }
-  if (plan.cost >= 0 && !plan.wgmma && !plan.register_fed && !p.w_shuffled &&
-      !sm90::encode_ring_weight_map(&weight_map, p.w, p.N, p.K, sm90::kTileRows, plan.max_blocks_per_cta))
-    plan = GemmPlan{};  // no tensor map for this weight: the register kernel
-  if (plan.cost < 0) {
-    kernel = prequant ? gemm_instance<true>(token_tiles) : gemm_instance<false>(token_tiles);
-    threads = sm90::kGemmThreads;
-    if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
-    plan = sm90::plan_block_scaled_gemm(p.N, p.K, p.M, facts.sms, facts.max_smem, p.config,
-                                        [&](int cluster, int64_t smem) -> int64_t {
-                                          return LaunchCache::get().max_active_clusters(kernel, device, cluster,
-                                                                                        threads, smem);
-                                        });
-  }
-  if (plan.cost < 0) return "no sm_90 GEMM plan fits this shape in shared memory (config too restrictive?)";
+  if (const char* err = LaunchCache::get().prepare_kernel(kernel, device, facts.max_smem)) return err;
+  static_assert(sm90::kGeneralThreads == sm90::kGemmThreads, "the plan's general CTA is the kernel's");
 
   GemmKernelArgs a = {};
   a.x = p.x;
@@ -330,7 +270,7 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
   a.max_tiles_per_cta = plan.max_tiles_per_cta;
   a.max_blocks_per_cta = plan.max_blocks_per_cta;
   a.smem_stages = plan.smem_stages;
-  a.flags = p.config.flags;
+  a.engine = int(plan.engine);
   a.weight_map = weight_map;
   a.chunk_blocks = plan.chunk_blocks;
   a.early_chunks = plan.early_chunks;
@@ -347,11 +287,12 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
 
   cudaLaunchConfig_t config = {};
   // (The register-fed kernel's CTAs along x: one row group each.)
-  config.gridDim = plan.register_fed ? dim3(plan.row_groups, 1, 1) : dim3(plan.k_split, plan.row_groups, plan.chunks);
+  config.gridDim = plan.engine == GemmEngine::kRegisterFed ? dim3(plan.row_groups, 1, 1)
+                                                           : dim3(plan.k_split, plan.row_groups, plan.chunks);
   config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = size_t(plan.smem_bytes);
   config.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute attributes[3];
+  cudaLaunchAttribute attributes[2];
   int n = 0;
   if (plan.k_split > 1 || plan.pair) {
     attributes[n].id = cudaLaunchAttributeClusterDimension;
@@ -359,11 +300,6 @@ const char* launch_block_scaled_gemm(const GemmParams& p, void* stream) {
     attributes[n].val.clusterDim.y = plan.pair ? 2 : 1;  // paired activations: two row groups
     attributes[n].val.clusterDim.z = 1;
     ++n;
-    if (p.config.flags & sm90::kSpreadClusters) {
-      attributes[n].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-      attributes[n].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicySpread;
-      ++n;
-    }
   }
   if (p.allow_early_weight_prefetch) {
     attributes[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;

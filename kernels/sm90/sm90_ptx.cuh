@@ -88,7 +88,7 @@ __device__ __forceinline__ void cluster_arrive_release() {
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 
-// ---- TMA bulk copies into shared memory, completed on mbarriers (the ring kernel) -------------
+// ---- TMA copies into shared memory, completed on mbarriers (the wgmma ring kernel) -----------
 // One producer thread arms a barrier with the bytes it expects and issues the copies; consumers
 // wait on the barrier's phase parity.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
@@ -158,14 +158,6 @@ __device__ __forceinline__ void store_async_to_cluster(uint32_t address, float4 
                : "memory");
 }
 
-// Global -> this CTA's shared memory, `bytes` (a multiple of 16, both addresses 16-byte aligned)
-// completing as transactions on `bar`. A CTA's own shared::cta address is a valid shared::cluster
-// address.
-__device__ __forceinline__ void bulk_copy_to_shared(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 // A 3-D tensor-map box (coordinates innermost first) into this CTA's shared memory, completing
 // as transactions on `bar`. `map` is the generic address of a __grid_constant__ kernel
 // parameter.

@@ -1,5 +1,5 @@
-// sm_90 register-fed GEMM: the fused op for 1-16 tokens where a config asks for it (flag
-// kRegisterFedFlag, 32768; the tuned table). Not the kernels' own plan anywhere: against it, it is
+// sm_90 register-fed GEMM: the fused op for 1-16 tokens where a config asks for it (engine
+// GemmEngine::kRegisterFed; the tuned table). Not the kernels' own plan anywhere: against it, it is
 // faster on some shapes and slower on others; the table takes it where it won.
 //
 // Why: at 1-2 tokens the wgmma ring kernel's MMAs follow its CTA's last weight copy landing. Many

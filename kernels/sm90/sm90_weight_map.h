@@ -1,4 +1,4 @@
-// The ring kernels' tensor map of a plain weight, host side (the launcher, sm90_kernels.cu).
+// The wgmma ring kernel's tensor map of a plain weight, host side (the launcher, sm90_kernels.cu).
 #pragma once
 
 #include <cuda.h>
@@ -10,9 +10,8 @@
 
 namespace sgl_fp8::sm90 {
 
-// The ring kernels' view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a box
-// of `box_rows` rows (one 16-row tile: the mma.sync ring kernel; the CTA's tiles: the wgmma ring
-// kernel) over `box_blocks` blocks, 128-byte swizzle. The dimensions are given innermost first
+// The wgmma ring kernel's view of plain weights (sm90_gemm_layout.h): [K block][row][128 bytes], a
+// box of `box_rows` rows (the CTA's tiles) over `box_blocks` blocks, 128-byte swizzle. The dimensions are given innermost first
 // with the blocks outermost although their stride (128) is the smallest: the box then lands
 // block-major, a block's rows 128 bytes apart. False where the driver declines (e.g. a weight
 // address not 16-byte aligned); the caller then takes another kernel.

@@ -1,9 +1,9 @@
-// sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 32, plain weights): the ring
-// kernel's stream (the CTA's weight share requested through TMA into shared-memory slots) with
-// the tensor cores' own FP8 MMA reading both operands from shared memory.
+// sm_90 fused small-M FP8 block-scale GEMM, wgmma ring kernel (M <= 32, plain weights): the CTA's
+// weight share requested through TMA into shared-memory slots, with the tensor cores' own FP8 MMA
+// reading both operands from shared memory.
 //
-// Why (docs/design/sm90.md): the mma.sync ring kernel's stream phase was bound by instruction
-// issue, not by the stream: each 2 KB unit cost ~150 warp instructions (shared-memory loads, the
+// Why (docs/design/sm90.md): an mma.sync kernel fed the same way was bound by instruction issue,
+// not by the stream: each 2 KB unit cost ~150 warp instructions (shared-memory loads, the
 // e4m3 -> f16 decode, 8 MMAs, the scaling). Here a 64-row x 128-K block is 4 wgmma
 // instructions per warpgroup, no operand passes through registers, and the activations stay e4m3:
 //  * 16 warps = 4 warpgroups; warpgroup wg takes the CTA's K blocks wg, wg + 4, ... For each it
@@ -33,14 +33,15 @@
 //    one cluster barrier that frees them); the co-resident
 //    variant's warpgroups send their partials so without summing them first
 //    (wgmma_direct_exchange).
-// The co-resident variant (WGS = 2, config flag 512, M <= 16): two warpgroups and <= 113 KB of
+// The co-resident variant (WGS = 2, M <= 16): two warpgroups and <= 113 KB of
 // shared memory, so that the next launch's CTA becomes resident beside this one and requests its
 // weight a whole launch early; a CTA whose share does not fit has fewer slots than chunks and
 // refills them as its chunks are read. Measured on the H200 (docs/design/sm90.md): slower than
 // the 4-warpgroup kernel wherever that kernel's ring holds the CTA's share, at M = 1 too. The
 // default takes it where the 4-warpgroup kernel's ring cannot hold a CTA's share (6144x4096,
 // 12288x4096, ...; much faster than the register kernel there), and the same instance with the
-// whole shared memory (flag 1024, one CTA per SM) where even its 113 KB leave the activations no room.
+// whole shared memory (one CTA per SM) where even its 113 KB leave the activations no room
+// (WgmmaVariant in sm90_gemm_plan.h; no config selects either).
 #pragma once
 
 #include <type_traits>
@@ -130,7 +131,7 @@ __device__ __forceinline__ void finish_direct_exchange(const GemmKernelArgs& a, 
   }
 }
 
-// Paired activations (PAIR, kPairActivationsFlag): the prologue's e4m3 bytes and scales also go,
+// Paired activations (PAIR): the prologue's e4m3 bytes and scales also go,
 // by st.async at the same offsets, into the shared memory of the pair peer (the CTA of the same K
 // slice in the other row group of the cluster), counted on the peer's activation mbarrier.
 struct PeerActivations {

@@ -125,18 +125,33 @@ std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool 
 
 // ---- GEMMs --------------------------------------------------------------------------------------
 
+// The private op's config list: none (or empty), or exactly kGemmConfigFields integers in
+// GemmConfig's field order (sglang_fp8ext/kernel_config.py KernelConfig.op_args), each checked here.
 GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   GemmConfig c;
-  if (!config.has_value()) return c;
+  if (!config.has_value() || config->empty()) return c;
   const at::IntArrayRef v = *config;
-  TORCH_CHECK(v.size() <= 6,
-              "sgl_fp8: a GEMM config has at most 6 entries (k_split, warps, tiles_per_block, blocks_per_sm, flags, "
-              "smem_stages)");
-  int32_t* fields[6] = {&c.k_split, &c.warps, &c.tiles_per_block, &c.blocks_per_sm, &c.flags, &c.smem_stages};
-  for (size_t i = 0; i < v.size(); ++i) {
-    TORCH_CHECK(v[i] >= 0 && v[i] < (1 << 20), "sgl_fp8: GEMM config entries must be small non-negative integers");
-    *fields[i] = int32_t(v[i]);
-  }
+  TORCH_CHECK(v.size() == size_t(kGemmConfigFields), "sgl_fp8: a GEMM config has exactly ", kGemmConfigFields,
+              " fields (engine, k_split, copy_blocks, early_copies, pair_activations, ctas_per_sm, staging_stages, "
+              "tiles_per_wave), got ", v.size());
+  TORCH_CHECK(v[0] >= 0 && v[0] <= 3,
+              "sgl_fp8: GEMM config field 'engine' must be 0..3 (auto, wgmma, general, register_fed), got ", v[0]);
+  TORCH_CHECK(v[4] >= 0 && v[4] <= 2, "sgl_fp8: GEMM config field 'pair_activations' must be 0..2 (auto, on, off), got ",
+              v[4]);
+  static const char* const kNames[kGemmConfigFields] = {
+      "engine", "k_split", "copy_blocks", "early_copies", "pair_activations", "ctas_per_sm", "staging_stages",
+      "tiles_per_wave"};
+  for (int i = 0; i < kGemmConfigFields; ++i)
+    TORCH_CHECK(v[i] >= 0 && v[i] < 65536, "sgl_fp8: GEMM config field '", kNames[i], "' must be in [0, 65536), got ",
+                v[i]);
+  c.engine = static_cast<GemmEngine>(v[0]);
+  c.k_split = int32_t(v[1]);
+  c.copy_blocks = int32_t(v[2]);
+  c.early_copies = int32_t(v[3]);
+  c.pair_activations = static_cast<Toggle>(v[4]);
+  c.ctas_per_sm = int32_t(v[5]);
+  c.staging_stages = int32_t(v[6]);
+  c.tiles_per_wave = int32_t(v[7]);
   return c;
 }
 

@@ -13,9 +13,9 @@ TORCH_LIBRARY(sgl_fp8, m) {
       "scaled_gemm(Tensor xq, Tensor x_scale, Tensor w, Tensor w_scale, bool w_shuffled=False, "
       "ScalarType? out_dtype=None, Tensor? bias=None) -> Tensor",
       tags);
-  // Private: smallm_gemm with an explicit kernel configuration
-  // [k_split, warps, tiles_per_block, blocks_per_sm, flags]
-  // (0 = heuristic), for `python -m sglang_fp8ext tune` and the benchmarks.
+  // Private: smallm_gemm with an explicit kernel configuration: the fields of GemmConfig
+  // (kernels/common/gpu_launch.h) in order, as sglang_fp8ext/kernel_config.py encodes them (all 0: the
+  // plan's own), for fp8_block_linear's tuned table, `python -m sglang_fp8ext tune` and the benchmarks.
   m.def(
       "_smallm_gemm_configured(Tensor x, Tensor w, Tensor w_scale, bool w_shuffled, Tensor? bias, int[] config) "
       "-> Tensor",
