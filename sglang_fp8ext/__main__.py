@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--name", help="file stem of the results (default: bench_gpu / bench_cpu)")
     bench.add_argument("--cpu", action="store_true", help="time the CPU ops even if a GPU is present")
     bench.add_argument("--diagnose", action="store_true",
-                       help="GPU (sm_90): also time variants of the fused op (the register kernel and the mma.sync ring "
-                       "kernel where the wgmma ring kernel is the default, staging depth, spread clusters, forced k_split, PDL off; each with a correct output) to locate where its time goes")
+                       help="GPU (sm_90): also time the fused op under other kernel configurations (the general and "
+                       "register-fed engines, forced K splits, PDL off; each with a correct output) to see what each costs")
 
     tune = sub.add_parser(
         "tune",

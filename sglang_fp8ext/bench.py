@@ -28,30 +28,25 @@ import torch.nn.functional as F
 
 from . import ops
 from .dispatch import scaled_mm_linear
+from .kernel_config import Engine, KernelConfig
 
 QWEN_TP4_SHAPES = [(5120, 4096), (4608, 4096), (4096, 2048)]
 DEFAULT_MS = [1, 4, 8, 16, 32]
 SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
-# --diagnose: sm_90 kernel variants through the private configured op
-# ([k_split, warps, tiles_per_block, blocks_per_sm, flags, smem_stages]), each with a correct
-# output: flag 32 = the register kernel where a ring kernel is the default (M <= 16), 256 = the
-# mma.sync ring kernel where the wgmma ring kernel is the default, 8 = the register kernel's
-# registers-only prefetch (no cp.async staging), smem_stages = its staging depth, 64 = spread
-# cluster CTAs over SMs; k_split forces the K split of the default kernel.
-DIAGNOSTIC_CONFIGS = {
-    "register_kernel": [0, 0, 0, 0, 32],
-    "mma_sync_ring": [0, 0, 0, 0, 256],
-    "register_no_staging": [0, 0, 0, 0, 32 | 8],
-    "register_stages_2": [0, 0, 0, 0, 32, 2],
-    "register_spread": [0, 0, 0, 0, 32 | 64],
-    "spread": [0, 0, 0, 0, 64],
-    "k_split_1": [1, 0, 0, 0, 0],
-    "k_split_2": [2, 0, 0, 0, 0],
-    "k_split_4": [4, 0, 0, 0, 0],
-    "k_split_8": [8, 0, 0, 0, 0],
-}
+# --diagnose: the fused op under other kernel configurations (each with a correct output), timed
+# beside its own plan to see what each engine or knob costs at a point; a configuration that the
+# kernels cannot plan for the shape is reported and skipped.
+DIAGNOSTIC_CONFIGS = (
+    KernelConfig(engine=Engine.GENERAL),
+    KernelConfig(engine=Engine.GENERAL, staging_stages=2),
+    KernelConfig(engine=Engine.REGISTER_FED),
+    KernelConfig(k_split=1),
+    KernelConfig(k_split=2),
+    KernelConfig(k_split=4),
+    KernelConfig(k_split=8),
+)
 
 
 def progress(message: str) -> None:
@@ -204,9 +199,10 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
                         return time_in_graph(
                             [lambda w=w, s=s: torch.ops.sgl_fp8._smallm_gemm_configured(x, w, s, False, None, config)
                              for w, s, _ in weights], replays)
-                    for name, config in DIAGNOSTIC_CONFIGS.items():
+                    for config in DIAGNOSTIC_CONFIGS:
+                        name = config.label()
                         try:
-                            row.diagnostics[name] = configured(config)
+                            row.diagnostics[name] = configured(config.op_args())
                         except RuntimeError as e:  # a forced configuration may not fit this shape
                             progress(f"  {name}: {str(e).splitlines()[0][:120]}")
                             row.diagnostics[name] = None

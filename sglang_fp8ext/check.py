@@ -20,6 +20,7 @@ from typing import List, Optional
 import torch
 
 from . import dispatch, linear, reference, switches
+from .kernel_config import KernelConfig
 
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu
@@ -268,8 +269,8 @@ def op_checks(dev: str) -> List[tuple]:
                     out = fx.fp8_block_linear(x.reshape(1, -1, K), w, ws).reshape(-1, n)
                     worst = max(worst, within_rows(out, ref, GEMM_TOL, f"dispatched N={n} M={m} e8m0={e8m0}"))
                     forced = [("fused", None), ("unfused", None)]
-                    if info.kind != "rocm":  # an sm_90 instance (k_split 2) as a table may name it
-                        forced.append(("fused", (2, 0, 0, 0, 0)))
+                    if info.kind != "rocm":  # an sm_90 configuration (k_split 2) as a table may name it
+                        forced.append(("fused", tuple(KernelConfig(k_split=2).op_args())))
                     if dispatch.scaled_mm_eligible(info, n, K, e8m0=e8m0, shuffled=False):
                         forced.append(("scaled_mm", None))
                     for path, config in forced:
@@ -340,16 +341,19 @@ def print_path_table(device: torch.device, groups: tuple) -> None:
     enabled = switches.fused_smallm_enabled()
     print(f"\npaths fp8_block_linear takes on {device} ({info.name}), plain weights; "
           f"T = from the table, H = heuristic:")
-    header = f"  {'N':>5} {'K':>5} {'scale':<5} " + " ".join(f"{'M=' + str(m):<19}" for m in PATH_TABLE_MS)
-    print(header)
+    rows = []
     for n, k in dispatch.SPEC_SHAPES:
         for scale in ("fp32", "e8m0"):
             cells = []
             for m in PATH_TABLE_MS:
                 c = dispatch.select(info, m, n, k, e8m0=scale == "e8m0", shuffled=False, groups=groups, fused_enabled=enabled)
-                label = c.path + ("" if c.config is None else str(list(c.config)).replace(" ", ""))
-                cells.append(f"{label + ' ' + c.source[0].upper():<19}")
-            print(f"  {n:>5} {k:>5} {scale:<5} " + " ".join(cells))
+                label = c.path if c.config is None else KernelConfig.from_op_args(c.config).label()
+                cells.append(f"{label} {c.source[0].upper()}")
+            rows.append((n, k, scale, cells))
+    width = max(len(cell) for *_, cells in rows for cell in cells)
+    print(f"  {'N':>5} {'K':>5} {'scale':<5} " + " ".join(f"{'M=' + str(m):<{width}}" for m in PATH_TABLE_MS))
+    for n, k, scale, cells in rows:
+        print(f"  {n:>5} {k:>5} {scale:<5} " + " ".join(f"{cell:<{width}}" for cell in cells))
     print("  (an AITER-shuffled weight never takes scaled_mm; a table entry it cannot take goes to the heuristic)")
 
 

@@ -1,10 +1,9 @@
 """Which path fp8_block_linear takes: a per-device table measured by ``tune``, else a heuristic.
 
 Paths (SPEC §5):
-  fused      ``smallm_gemm``: quant in registers + GEMM, one launch. A table entry may name an
-             instance of the kernel, ``config = [k_split, warps, tiles_per_block, blocks_per_sm,
-             flags(, smem_stages)]`` (zeros: the kernel's own plan; flags: the bits of
-             ``TABLE_FLAG_BITS``), run through the private
+  fused      ``smallm_gemm``: quant in registers + GEMM, one launch. A table entry may name a
+             configuration of the kernel (``kernel_config.KernelConfig``: its engine and named
+             knobs; absent: the kernel's own plan), run through the private
              ``_smallm_gemm_configured`` op.
   scaled_mm  CUDA sm_90, fp32 scales, plain weight, N % 128 == 0, K % 512 == 0: our quant with
              column-major scales + ``torch._scaled_mm`` with cuBLASLt 1x128 x 128x128 blockwise
@@ -14,8 +13,10 @@ Paths (SPEC §5):
   unfused    ``per1x128_quant`` + ``scaled_gemm``: two launches, correct everywhere.
 
 Lookup order: the table file of this device (``SGL_FP8_CONFIG_DIR``, else the package's
-``configs/``; file ``table_filename(device name)``; its "device" must equal the device name
-exactly), then the group (N, K, scale format), then the entry with the smallest tabulated M >= m.
+``configs/``; file ``table_filename(device name)``), used only where it matches this build (its
+"format" is ``TABLE_FORMAT``, its "kernel_interface" is ``KERNEL_INTERFACE_VERSION``, its "device"
+equals the device name exactly, and its "cuda" major version, where both are known, is this
+torch's; otherwise it is ignored with one warning), then the group (N, K, scale format), then the entry with the smallest tabulated M >= m.
 No file, no group, m above every tabulated M, or an entry whose path cannot run this call (e.g.
 scaled_mm with a shuffled weight, fused with ``SGL_FP8_SMALLM=0``): the heuristic decides.
 
@@ -39,28 +40,14 @@ import torch
 import torch.nn.functional as F
 
 from . import ops
+from .kernel_config import KERNEL_INTERFACE_VERSION, KernelConfig
 
 logger = logging.getLogger("sglang_fp8ext")
 
 PATHS = ("fused", "scaled_mm", "aiter", "unfused")
 SCALES = ("fp32", "e8m0")
 CONFIG_DIR_ENV = "SGL_FP8_CONFIG_DIR"
-CONFIG_LENS = (5, 6)  # [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)]
-# The config flag bits (sm_90, kernels/sm90/sm90_block_scaled_gemm.cuh GemmFlags), each of which
-# selects a kernel or a variant of one with a correct output: 8 = no shared-memory staging stage,
-# 32 = the register kernel, 64 = spread clusters, 256 = the mma.sync ring kernel, 512 = the wgmma
-# ring kernel's co-resident variant, 1024 (with 512) = that variant with the whole shared memory,
-# 2048 = the wgmma ring kernel's exchange through the cluster barrier instead of the direct (512)
-# or async (4 warpgroups) one (the same bits), 8192 / 16384 = the wgmma ring kernel's paired
-# activations wherever they fit / nowhere (the same bits), 32768 = the register-fed kernel (plain
-# weights, K a multiple of 1024 up to 8192, M <= 16; not the kernels' own plan, the shipped H200
-# table names it where it won). No other bit has a meaning; a table naming one is rejected.
-TABLE_FLAG_BITS = 8 | 32 | 64 | 256 | 512 | 1024 | 2048 | 8192 | 16384 | 32768
-
-
-def table_flags_ok(flags: int) -> bool:
-    """Whether a table config's flags are only bits the kernels know (TABLE_FLAG_BITS)."""
-    return flags & ~TABLE_FLAG_BITS == 0
+TABLE_FORMAT = 2  # the layout of a table file; format 1 held configs as positional integer lists
 # SPEC §6: Qwen3.5-397B TP4, then DeepSeek-V3/V4 dense linears at TP4/TP8 (N, K)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
@@ -91,7 +78,7 @@ class DeviceInfo(NamedTuple):
 
 class Choice(NamedTuple):
     path: str
-    config: Optional[Tuple[int, ...]]  # fused only: a kernel instance; None = the kernel's own plan
+    config: Optional[Tuple[int, ...]]  # fused only: KernelConfig.op_args() of a tuned config; None = the plan's
     source: str  # "table" or "heuristic"
     bucket: str  # the M range this choice covers (the log key), e.g. "M<=8", "3<=M<=4"
 
@@ -226,15 +213,37 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def table_mismatch(meta: dict, device_name: str, cuda_version: Optional[str]) -> str:
+    """Why a table's metadata does not match this build and device ("" when it does)."""
+    if not (_is_int(meta.get("format")) and meta["format"] == TABLE_FORMAT):
+        return f"its format {meta.get('format')!r} is not this build's {TABLE_FORMAT} (re-run tune)"
+    if not (_is_int(meta.get("kernel_interface")) and meta["kernel_interface"] == KERNEL_INTERFACE_VERSION):
+        return (f"its kernel interface {meta.get('kernel_interface')!r} is not this build's {KERNEL_INTERFACE_VERSION} "
+                "(re-run tune)")
+    if meta.get("device") != device_name:
+        return f"its device {meta.get('device')!r} is not this device {device_name!r} (exact match needed)"
+    table_cuda = meta.get("cuda")
+    if table_cuda and cuda_version and str(table_cuda).split(".")[0] != str(cuda_version).split(".")[0]:
+        return f"it was tuned with CUDA {table_cuda}, this torch has CUDA {cuda_version} (re-run tune)"
+    return ""
+
+
 def parse_table(data, source: str) -> tuple:
-    """Validate a table (the parsed JSON) and index it: (device, groups), groups being
-    ((N, K, scale, ((M, path, config or None), ... sorted by M)), ...). Raises TableError."""
+    """Validate a table (the parsed JSON) and index it: (meta, groups), meta being its top-level
+    fields but "entries", groups ((N, K, scale, ((M, path, config or None), ... sorted by M)), ...)
+    with config a ``KernelConfig.op_args()`` tuple. Raises TableError on a malformed table of
+    this format; a table of another format is returned with no groups (``table_mismatch`` says so)."""
 
     def bad(where: str, what: str):
         raise TableError(f"sglang_fp8ext: table {source}: {where}: {what}")
 
     if not isinstance(data, dict):
         bad("top level", f"expected an object, got {type(data).__name__}")
+    meta = {k: v for k, v in data.items() if k != "entries"}
+    if not (_is_int(data.get("format")) and data["format"] == TABLE_FORMAT):
+        return meta, ()
+    if not _is_int(data.get("kernel_interface")):
+        bad("'kernel_interface'", f"expected an integer, got {data.get('kernel_interface')!r}")
     device = data.get("device")
     if not isinstance(device, str) or not device:
         bad("'device'", f"expected the device name (torch.cuda.get_device_name()), got {device!r}")
@@ -264,13 +273,11 @@ def parse_table(data, source: str) -> tuple:
         if config is not None:
             if path != "fused":
                 bad(where, f"a config is only meaningful for the fused path, not {path!r}")
-            if not (isinstance(config, list) and len(config) in CONFIG_LENS and all(_is_int(c) and 0 <= c < 1 << 20 for c in config)):
-                bad(where, f"config must be [k_split, warps, tiles_per_block, blocks_per_sm, flags(, smem_stages)] of "
-                    f"non-negative integers, got {config!r}")
-            if not table_flags_ok(config[4]):
-                bad(where, f"config flags must be made of the bits {TABLE_FLAG_BITS:#x} (no other bit has a meaning), "
-                    f"got {config!r}")
-            config = tuple(config) if any(config) else None  # all zeros: the kernel's own plan
+            try:
+                typed = KernelConfig.from_json(config)
+            except (TypeError, ValueError) as err:
+                bad(where, f"config: {err}")
+            config = None if typed.is_default else tuple(typed.op_args())
         if "us" in e and not (isinstance(e["us"], (int, float)) and not isinstance(e["us"], bool) and math.isfinite(e["us"])):
             bad(where, f"us must be a finite number, got {e['us']!r}")
         group = grouped.setdefault((n, k, scale), {})
@@ -278,11 +285,11 @@ def parse_table(data, source: str) -> tuple:
             bad(where, f"a second entry for N={n} K={k} scale={scale} M={m}")
         group[m] = (m, path, config)
     groups = tuple((n, k, s, tuple(v for _, v in sorted(g.items()))) for (n, k, s), g in sorted(grouped.items()))
-    return device, groups
+    return meta, groups
 
 
 def load_table_file(path: str) -> tuple:
-    """Read and validate a table file: (device, groups). Raises TableError."""
+    """Read and validate a table file: (meta, groups). Raises TableError."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -309,9 +316,10 @@ def table_for(directory: str, device_name: str) -> tuple:
     if not os.path.isfile(path):
         result = (None, f"no {table_filename(device_name)} in {directory}", ())
     else:
-        device, groups = load_table_file(path)
-        if device != device_name:
-            result = (path, f"its device {device!r} is not this device {device_name!r} (exact match needed)", ())
+        meta, groups = load_table_file(path)
+        why = table_mismatch(meta, device_name, getattr(torch.version, "cuda", None))
+        if why:
+            result = (path, why, ())
             if key not in _warned:
                 _warned.add(key)
                 logger.warning("sglang_fp8ext: table %s not used: %s", path, result[1])

@@ -15,6 +15,7 @@ from typing import Optional
 import torch
 
 from . import dispatch, ops, switches
+from .kernel_config import KernelConfig
 from .dispatch import Choice, DeviceInfo
 
 logger = logging.getLogger("sglang_fp8ext")
@@ -92,7 +93,7 @@ def _log_path_once(device: torch.device, n: int, k: int, path: str, config=None,
     key = (str(device), n, k, bucket, path, config)
     if key not in _logged_paths:
         _logged_paths.add(key)
-        instance = "" if config is None else f" (kernel instance {list(config)})"
+        instance = "" if config is None else f" ({KernelConfig.from_op_args(config).label()})"
         logger.debug("sglang_fp8ext: fp8_block_linear N=%d K=%d %s on %s takes the %s path%s, chosen by the %s",
                      n, k, bucket, device, path, instance, source)
 

@@ -10,16 +10,11 @@ is recorded under "rejected" and never wins. The table is written as
 ``<out>/<dispatch.table_filename(device name)>`` and read back through the loader that
 fp8_block_linear uses.
 
-Candidates: the fused kernel with its own plan; the fused kernel forced to k_split in
-{plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2} (config [k_split, 0, 0, blocks_per_sm, 0];
-k_split above K/128 is skipped, a configuration the kernel cannot plan is rejected; for M <= 16
-a forced k_split sizes the wgmma ring kernel's cluster where its plan allows it, else the mma.sync
-ring kernel's (1-2) or the register kernel's); the plan without the register kernel's staging
-stage ([0, 0, 0, 0, 8]), with two staging stages ([0, 0, 0, 0, 0, 2]; for the wgmma ring kernel:
-copies of two K blocks), the register kernel where a ring kernel is the default
-([0, 0, 0, 0, 32]), spread clusters ([0, 0, 0, 0, 64]) and the wgmma ring kernel's co-resident
-variant with its own plan, with k_split 1 and with the whole shared memory ([0, 0, 0, 0, 512],
-[1, 0, 0, 0, 512], [0, 0, 0, 0, 1536]);
+Candidates: the fused kernel with its own plan; the fused kernel with each configuration of
+``CONFIGS`` (``kernel_config.KernelConfig``: a forced K split of 1, 2, 4 or 8 — above K/128
+skipped —, tensor copies of two K blocks, paired activations on and off, the general engine, the
+register-fed engine); a configuration the kernels cannot plan for the call is rejected with the
+launcher's error;
 quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
 scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
 scaled_mm falls back to the heuristic at run time.
@@ -29,9 +24,12 @@ call's activations, as in a decode step, where every projection follows the kern
 its input; every candidate gets the same copy, so the times are the pair's and compare fairly.
 ``none`` repeats the call back to back (the order of ``bench``). Back to back, a launch may start
 beside its predecessor of the same kind (programmatic dependent launch), and on the H200 the
-2-warpgroup variants won there on 4096x2048, 8192x1024 and 4096x1024 at M <= 8 but were slower
-than the 4-warpgroup kernel after a copy kernel (docs/design/sm90.md): a table tuned back to back
-picked them for a decode step they slow down.
+2-warpgroup variants of the wgmma kernel (since removed) won there on 4096x2048, 8192x1024 and
+4096x1024 at M <= 8 but were slower than the 4-warpgroup kernel after a copy kernel
+(docs/design/sm90.md): a table tuned back to back picked them for a decode step they slow down.
+
+The table records the build it was measured with (``TABLE_FORMAT``, ``KERNEL_INTERFACE_VERSION``,
+device, torch and CUDA versions); a build of another kernel interface ignores it with a warning.
 """
 
 from __future__ import annotations
@@ -45,38 +43,44 @@ from typing import List, NamedTuple, Optional
 import torch
 
 from . import dispatch, linear, reference
+from .kernel_config import KERNEL_INTERFACE_VERSION, Engine, KernelConfig, Toggle
 from .bench import device_uuid, git_commit, make_weight, parse_shapes, progress, time_in_graph
 
 DEFAULT_MS = (1, 2, 4, 8, 16, 32)
-K_SPLITS = (0, 1, 2, 4, 8)  # 0: the kernel's plan chooses
-BLOCKS_PER_SM = (0, 2)  # 0: one CTA per SM (the plan), 2: two (no room left for the next launch)
-# sm_90: no staging stage / two stages / the register kernel / spread clusters / the co-resident variant (and its
-# whole-shared-memory instance) / the register-fed kernel (faster than the default after a copy kernel on some
-# shapes at 1-2 tokens; where it cannot run, the plan error drops the candidate)
-ENGINE_VARIANTS = ((0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64), (0, 0, 0, 0, 512),
-                   (1, 0, 0, 0, 512), (0, 0, 0, 0, 512 | 1024), (0, 0, 0, 0, 32768))
+K_SPLITS = (1, 2, 4, 8)
+# Each configuration tune times besides the kernel's own plan (where it cannot run a call, the
+# launcher's error rejects it): forced K splits, two K blocks per tensor copy, paired activations
+# forced on and off, and the two engines the plan does not take by itself at these sizes (the
+# register-fed kernel wins some 1-2-token points after a copy kernel).
+CONFIGS = tuple(KernelConfig(k_split=ks) for ks in K_SPLITS) + (
+    KernelConfig(copy_blocks=2),
+    KernelConfig(pair_activations=Toggle.ON),
+    KernelConfig(pair_activations=Toggle.OFF),
+    KernelConfig(engine=Engine.GENERAL),
+    KernelConfig(engine=Engine.REGISTER_FED),
+)
 TOLERANCE = 4e-3  # SPEC §3.4, relative per row
 MIN_COPIES = 24
 MIN_REPLAYS = 20
 
 
 class Candidate(NamedTuple):
-    name: str
+    name: str  # "fused", KernelConfig.label() of a configuration, or the path's name
     path: str
-    config: Optional[tuple]
+    config: Optional[KernelConfig]  # fused only; None: the kernel's own plan
+
+    @property
+    def op_config(self) -> Optional[tuple]:
+        """The config as linear.run_path takes it."""
+        return None if self.config is None else tuple(self.config.op_args())
 
 
 def candidates(dev: dispatch.DeviceInfo, n: int, k: int, e8m0: bool) -> List[Candidate]:
     out = [Candidate("fused", "fused", None)]
-    for ks in K_SPLITS:
-        if ks > k // 128:  # cannot split K into more parts than it has 128-wide blocks
+    for config in CONFIGS:
+        if config.k_split > k // 128:  # cannot split K into more parts than it has 128-wide blocks
             continue
-        for bps in BLOCKS_PER_SM:
-            if ks or bps:
-                config = (ks, 0, 0, bps, 0)
-                out.append(Candidate("fused" + json.dumps(list(config)).replace(" ", ""), "fused", config))
-    for config in ENGINE_VARIANTS:
-        out.append(Candidate("fused" + json.dumps(list(config)).replace(" ", ""), "fused", config))
+        out.append(Candidate(config.label(), "fused", config))
     if dispatch.scaled_mm_eligible(dev, n, k, e8m0=e8m0, shuffled=False):
         out.append(Candidate("scaled_mm", "scaled_mm", None))
     out.append(Candidate("unfused", "unfused", None))
@@ -140,7 +144,7 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin, after: s
     cands = candidates(dev, n, k, e8m0)
     for cand in cands:
         try:
-            out = linear.run_path(cand.path, cand.config, x, w0, s0, False, None)
+            out = linear.run_path(cand.path, cand.op_config, x, w0, s0, False, None)
             if out.is_cuda:
                 torch.cuda.synchronize()  # an asynchronous launch error surfaces here, not in the timing
         except (RuntimeError, ValueError, TypeError) as e:  # e.g. a forced config the kernel cannot plan
@@ -153,7 +157,7 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin, after: s
         def call(w, s, c=cand):
             if after == "copy":
                 x.copy_(x_source)
-            return linear.run_path(c.path, c.config, x, w, s, False, None)
+            return linear.run_path(c.path, c.op_config, x, w, s, False, None)
 
         try:
             times[cand.name] = time_in_graph([lambda w=w, s=s: call(w, s) for w, s, _ in weights], replays)
@@ -168,7 +172,7 @@ def tune_point(dev, n, k, m, e8m0, weights, generator, replays, margin, after: s
     winner = by_name[best]
     entry.update({
         "path": winner.path,
-        "config": None if winner.config is None else list(winner.config),
+        "config": None if winner.config is None else winner.config.to_json(),
         "us": round(times[best], 3),
         "candidates": {name: round(t, 3) for name, t in times.items()},
         "heuristic": {"path": default, "us": None if default not in times else round(times[default], 3)},
@@ -213,16 +217,20 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
                     continue
                 for name, why in entry.get("rejected", {}).items():
                     progress(f"  rejected {name}: {why}")
-                progress(f"  -> {entry['path']}{'' if entry['config'] is None else entry['config']} {entry['us']:.2f} us")
+                progress(f"  -> {entry_label(entry)} {entry['us']:.2f} us")
                 entries.append(entry)
             del weights
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return {
+        "format": dispatch.TABLE_FORMAT,
+        "kernel_interface": KERNEL_INTERFACE_VERSION,
         "device": dev.name,
         "capability": list(dev.capability) if dev.capability else None,
         "device_uuid": device_uuid(device) if device.type == "cuda" else None,
         "torch": torch.__version__,
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
         "git": git_commit(),
         "weight_copies_min": copies,
         "replays": replays,
@@ -233,6 +241,13 @@ def tune(shapes, ms, copies: int, replays: int, margin: float, device: torch.dev
     }
 
 
+def entry_label(entry: dict) -> str:
+    """An entry's choice as its candidate name, e.g. "scaled_mm" or "fused(k_split=4)"."""
+    if entry["path"] != "fused" or not entry.get("config"):
+        return entry["path"]
+    return KernelConfig.from_json(entry["config"]).label()
+
+
 def print_table(result: dict) -> None:
     print(f"\n{result['device']}  torch {result['torch']}  git {result['git'][:12]}  "
           f"(median of {result['replays']} graph replays over >= {result['weight_copies_min']} cold weight copies, "
@@ -241,7 +256,7 @@ def print_table(result: dict) -> None:
     print(header)
     print("-" * len(header))
     for e in result["entries"]:
-        chosen = e["path"] + ("" if e["config"] is None else json.dumps(e["config"]).replace(" ", ""))
+        chosen = entry_label(e)
         h = e["heuristic"]
         h_us = "n/a" if h["us"] is None else f"{h['us']:.2f}"
         gain = "" if h["us"] is None else f"{h['us'] / e['us']:.2f}x"
@@ -298,12 +313,13 @@ def merge_existing(result: dict, path: str) -> int:
     try:
         with open(path) as f:
             old = json.load(f)
-        device, _ = dispatch.parse_table(old, path)
+        meta, _ = dispatch.parse_table(old, path)
     except (ValueError, OSError) as e:
         progress(f"the existing {path} is replaced (unreadable: {e})")
         return 0
-    if device != result["device"]:
-        progress(f"the existing {path} is replaced (it is for {device!r})")
+    why = dispatch.table_mismatch(meta, result["device"], result.get("cuda"))
+    if why:
+        progress(f"the existing {path} is replaced ({why})")
         return 0
 
     def point(e):

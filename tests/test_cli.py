@@ -15,6 +15,7 @@ import torch
 import sglang_fp8ext as fx
 from sglang_fp8ext import check, dispatch, tune
 from sglang_fp8ext.dispatch import DeviceInfo
+from sglang_fp8ext.kernel_config import KERNEL_INTERFACE_VERSION, Engine, KernelConfig, Toggle, parse_label
 
 OPS = ["per1x128_quant fp32", "per1x128_quant ue8m0", "per1x128_quant fp32 transpose_scale",
        "per1x128_quant ue8m0 transpose_scale", "smallm_gemm fp32 plain", "smallm_gemm fp32 shuffled",
@@ -46,6 +47,11 @@ def test_help(sub):
             assert name in r.stdout
 
 
+def _meta(device="cpu"):
+    """The metadata of a format-2 table of this build."""
+    return {"format": dispatch.TABLE_FORMAT, "kernel_interface": KERNEL_INTERFACE_VERSION, "device": device}
+
+
 def _cpu_only_env(tmp_path):
     # check self-tests the GPU too where one exists; these assertions are about the CPU run
     return {"SGL_FP8_CONFIG_DIR": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
@@ -72,22 +78,42 @@ def test_check_on_cpu_passes_and_prints_the_path_table(tmp_path):
 
 
 def test_check_shows_the_table_in_use(tmp_path):
-    table = {"device": "cpu", "torch": "t", "git": "g", "entries": [
-        {"N": 4096, "K": 2048, "scale": "fp32", "M": 4, "path": "fused", "config": [2, 0, 0, 1, 0], "us": 1.0},
-        {"N": 4096, "K": 2048, "scale": "fp32", "M": 16, "path": "unfused", "config": None, "us": 1.0}]}
+    table = dict(_meta(), torch="t", git="g", entries=[
+        {"N": 4096, "K": 2048, "scale": "fp32", "M": 4, "path": "fused", "config": {"engine": "general", "ctas_per_sm": 2},
+         "us": 1.0},
+        {"N": 4096, "K": 2048, "scale": "fp32", "M": 16, "path": "unfused", "config": None, "us": 1.0}])
     (tmp_path / "cpu.json").write_text(json.dumps(table))
     r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
     assert r.returncode == 0, r.stdout[-3000:]
     assert str(tmp_path / "cpu.json") in r.stdout
     row = next(line.split() for line in r.stdout.splitlines() if line.split()[:3] == ["4096", "2048", "fp32"])
-    assert row[3:] == ["fused[2,0,0,1,0]", "T"] * 3 + ["unfused", "T"] * 2 + ["fused", "H"], row
+    label = "fused(engine=general,ctas_per_sm=2)"
+    assert row[3:] == [label, "T"] * 3 + ["unfused", "T"] * 2 + ["fused", "H"], row
+
+
+def test_check_ignores_a_format_1_table(tmp_path):
+    """A table written before the typed config is not used (one line says why): check passes."""
+    table = {"device": "cpu", "torch": "t", "git": "g", "entries": [
+        {"N": 4096, "K": 2048, "scale": "fp32", "M": 4, "path": "fused", "config": [2, 0, 0, 1, 256], "us": 1.0}]}
+    (tmp_path / "cpu.json").write_text(json.dumps(table))
+    r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "none used" in r.stdout and "format" in r.stdout and "heuristic decides" in r.stdout
+    row = next(line.split() for line in r.stdout.splitlines() if line.split()[:3] == ["4096", "2048", "fp32"])
+    assert row[3:] == ["fused", "H"] * 6, row
 
 
 def test_check_fails_on_a_malformed_table(tmp_path):
-    (tmp_path / "cpu.json").write_text('{"device": "cpu", "entries": [{"N": 4096}]}')
+    (tmp_path / "cpu.json").write_text(json.dumps(dict(_meta(), entries=[{"N": 4096}])))
     r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
     assert r.returncode == 1
     assert "FAIL  table" in r.stdout and "missing" in r.stdout
+    # a config of a removed engine or knob is named, too
+    entry = {"N": 4096, "K": 2048, "scale": "fp32", "M": 4, "path": "fused", "config": {"warps": 4}, "us": 1.0}
+    (tmp_path / "cpu.json").write_text(json.dumps(dict(_meta(), entries=[entry])))
+    r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
+    assert r.returncode == 1
+    assert "FAIL  table" in r.stdout and "'warps'" in r.stdout
 
 
 def test_check_fails_when_an_op_is_wrong(monkeypatch, tmp_path, capsys):
@@ -145,45 +171,51 @@ def test_tune_refusal_reasons(monkeypatch):
 
 
 def test_tune_candidates():
+    """tune's candidates: the kernel's own plan ("fused"), then every KernelConfig of tune.CONFIGS
+    (no flag bits, no positional lists) whose K split fits K, then cuBLASLt where eligible and the
+    unfused path; names are the configs' labels, unique and parseable back to the config."""
     h200 = DeviceInfo("cuda", "NVIDIA H200", (9, 0), has_scaled_mm=True)
-    names = [c.name for c in tune.candidates(h200, 4096, 2048, e8m0=False)]
+    cands = tune.candidates(h200, 4096, 2048, e8m0=False)
+    names = [c.name for c in cands]
     assert len(names) == len(set(names))
     assert names[0] == "fused" and names[-1] == "unfused" and "scaled_mm" in names
-    configs = {c.config for c in tune.candidates(h200, 4096, 2048, e8m0=False) if c.config}
-    # k_split in {plan, 1, 2, 4, 8} x blocks_per_sm in {plan, 2}, minus (plan, plan), flags 0;
-    # plus the plan without the register kernel's staging stage (flag 8), with two staging
-    # stages, the register kernel where the ring kernel is the default (flag 32), spread
-    # clusters (flag 64) and the wgmma ring kernel's co-resident variant (flag 512), with its own
-    # plan, with k_split 1 and with the whole shared memory (flag 1024), and the register-fed kernel (flag 32768)
-    expected = {(k, 0, 0, b, 0) for k in (0, 1, 2, 4, 8) for b in (0, 2)} - {(0, 0, 0, 0, 0)}
-    assert configs == expected | {(0, 0, 0, 0, 8), (0, 0, 0, 0, 0, 2), (0, 0, 0, 0, 32), (0, 0, 0, 0, 64),
-                                  (0, 0, 0, 0, 512), (1, 0, 0, 0, 512), (0, 0, 0, 0, 1536), (0, 0, 0, 0, 32768)}
-    # every candidate's flags are ones a table may name
-    assert all(dispatch.table_flags_ok(c[4]) for c in configs)
+    assert cands[0].config is None and cands[0].op_config is None
+    fused = [c for c in cands if c.config is not None]
+    assert all(isinstance(c.config, KernelConfig) and c.path == "fused" for c in fused)
+    assert [c.config for c in fused] == list(tune.CONFIGS)  # K = 2048: 16 blocks, every split fits
+    for c in fused:
+        assert c.name == c.config.label() and parse_label(c.name) == c.config
+        assert c.op_config == tuple(c.config.op_args())
+    configs = {c.config for c in fused}
+    assert {KernelConfig(k_split=s) for s in (1, 2, 4, 8)} <= configs
+    assert {KernelConfig(engine=Engine.GENERAL), KernelConfig(engine=Engine.REGISTER_FED)} <= configs
+    assert {KernelConfig(pair_activations=Toggle.ON), KernelConfig(pair_activations=Toggle.OFF),
+            KernelConfig(copy_blocks=2)} <= configs
+    assert KernelConfig() not in configs  # the plan is the "fused" candidate
     # K = 512 has 4 blocks: no k_split of 8; e8m0 and N = 2112: no cuBLASLt
-    small = {c.config[0] for c in tune.candidates(h200, 4096, 512, e8m0=False) if c.config and c.config[0]}
+    small = {c.config.k_split for c in tune.candidates(h200, 4096, 512, e8m0=False) if c.config and c.config.k_split}
     assert small == {1, 2, 4}
     assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 4096, 2048, e8m0=True)]
     assert "scaled_mm" not in [c.name for c in tune.candidates(h200, 2112, 7168, e8m0=False)]
 
 
-def test_bench_diagnose_runs_only_correct_variants():
-    """``bench --diagnose`` times kernel variants that give a correct output: configs of the
-    kernels' config shape whose flags are all bits a table may name."""
+def test_bench_diagnose_runs_only_typed_configs():
+    """``bench --diagnose`` times the fused op under KernelConfigs (each with a correct output),
+    named by their labels, which are unique."""
     from sglang_fp8ext import bench
 
     assert bench.DIAGNOSTIC_CONFIGS
-    for name, config in bench.DIAGNOSTIC_CONFIGS.items():
-        assert len(config) in dispatch.CONFIG_LENS, name
-        assert all(isinstance(c, int) and c >= 0 for c in config), name
-        assert dispatch.table_flags_ok(config[4]), name
+    assert all(isinstance(c, KernelConfig) and not c.is_default for c in bench.DIAGNOSTIC_CONFIGS)
+    labels = [c.label() for c in bench.DIAGNOSTIC_CONFIGS]
+    assert len(labels) == len(set(labels))
+    assert all(len(c.op_args()) == len(KernelConfig().op_args()) for c in bench.DIAGNOSTIC_CONFIGS)
 
 
 def test_tune_pick_winner_margin():
-    assert tune.pick_winner({"fused": 10.0, "fused[2,0,0,0,0]": 9.8, "unfused": 14.0}, "fused", 0.03) == "fused"
-    assert tune.pick_winner({"fused": 10.0, "fused[2,0,0,0,0]": 9.0, "unfused": 14.0}, "fused", 0.03) == "fused[2,0,0,0,0]"
+    assert tune.pick_winner({"fused": 10.0, "fused(k_split=2)": 9.8, "unfused": 14.0}, "fused", 0.03) == "fused"
+    assert tune.pick_winner({"fused": 10.0, "fused(k_split=2)": 9.0, "unfused": 14.0}, "fused", 0.03) == "fused(k_split=2)"
     assert tune.pick_winner({"fused": 10.0, "scaled_mm": 9.0}, "scaled_mm", 0.03) == "scaled_mm"
-    assert tune.pick_winner({"fused[1,0,0,0,0]": 12.0, "unfused": 11.0}, "fused", 0.03) == "unfused"  # default rejected
+    assert tune.pick_winner({"fused(k_split=1)": 12.0, "unfused": 11.0}, "fused", 0.03) == "unfused"  # default rejected
 
 
 def test_tune_check_rows():
@@ -200,11 +232,12 @@ def test_tune_check_rows():
 def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
     """tune() end to end on the CPU (the graph timer replaced: it runs every call once and returns
     a made-up time per candidate): every candidate is checked before it may win, a wrong one is
-    rejected even when it would be the fastest, and the written table loads and drives
-    fp8_block_linear."""
+    rejected even when it would be the fastest, and the written table (format 2: the build's
+    metadata, the winner's config as named fields) loads and drives fp8_block_linear."""
     from sglang_fp8ext import linear
 
-    fake_us = {"fused": 10.0, "fused[2,0,0,0,0]": 5.0, "fused[1,0,0,0,0]": 1.0, "unfused": 20.0}
+    ks2, ks1 = KernelConfig(k_split=2), KernelConfig(k_split=1)
+    fake_us = {"fused": 10.0, ks2.label(): 5.0, ks1.label(): 1.0, "unfused": 20.0}
     timed = []
 
     def stand_in_timer(calls, replays):
@@ -218,9 +251,9 @@ def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
     real_run_path = linear.run_path
 
     def run_path(path, config, x2, *rest):
-        current["name"] = path + ("" if config is None else json.dumps(list(config)).replace(" ", ""))
+        current["name"] = path if config is None else KernelConfig.from_op_args(config).label()
         out = real_run_path(path, config, x2, *rest)
-        if config == (1, 0, 0, 0, 0):  # this instance is "broken": one row 1 % off
+        if config == tuple(ks1.op_args()):  # this config is "broken": one row 1 % off
             out = out.clone()
             out[-1] *= 1.01
         return out
@@ -231,17 +264,29 @@ def test_tune_bookkeeping_on_cpu_with_a_stand_in_timer(monkeypatch, tmp_path):
     dispatch.clear_table_cache()
     result = tune.tune([(272, 512)], [1, 3], copies=2, replays=1, margin=0.03, device=torch.device("cpu"))
     assert result["device"] == "cpu" and not result["failures"] and result["after"] == "copy"
+    # the metadata the loader compares with the build
+    assert result["format"] == dispatch.TABLE_FORMAT and result["kernel_interface"] == KERNEL_INTERFACE_VERSION
+    assert result["torch"] == torch.__version__ and result["cuda"] == getattr(torch.version, "cuda", None)
+    assert "hip" in result
     assert [(e["scale"], e["M"]) for e in result["entries"]] == [("fp32", 1), ("fp32", 3), ("e8m0", 1), ("e8m0", 3)]
     for e in result["entries"]:
-        assert (e["path"], e["config"], e["us"]) == ("fused", [2, 0, 0, 0, 0], 5.0), e
-        assert e["rejected"]["fused[1,0,0,0,0]"].startswith("wrong result: row")
-        assert "fused[1,0,0,0,0]" not in e["candidates"] and "unfused" in e["candidates"]
+        assert (e["path"], e["config"], e["us"]) == ("fused", {"k_split": 2}, 5.0), e
+        assert e["rejected"][ks1.label()].startswith("wrong result: row")
+        assert ks1.label() not in e["candidates"] and "unfused" in e["candidates"]
+        assert set(e["candidates"]) <= {"fused", "unfused"} | {c.label() for c in tune.CONFIGS}
         assert e["heuristic"] == {"path": "fused", "us": 10.0}
-    assert "fused[1,0,0,0,0]" not in timed
+        assert tune.entry_label(e) == "fused(k_split=2)"
+    assert ks1.label() not in timed
     path = tune.write_table(result, str(tmp_path))
     assert path == str(tmp_path / "cpu.json")
+    with open(path) as f:
+        raw = json.load(f)
+    for key in ("format", "kernel_interface", "device", "torch", "cuda"):
+        assert key in raw and raw[key] == result[key], key
+    meta, _ = dispatch.load_table_file(path)
+    assert dispatch.table_mismatch(meta, "cpu", getattr(torch.version, "cuda", None)) == ""
     monkeypatch.setattr(linear, "run_path", real_run_path)
-    assert linear.choose(torch.device("cpu"), 2, 272, 512) == ("fused", (2, 0, 0, 0, 0), "table", "2<=M<=3")
+    assert linear.choose(torch.device("cpu"), 2, 272, 512) == ("fused", tuple(ks2.op_args()), "table", "2<=M<=3")
     assert linear.choose(torch.device("cpu"), 4, 272, 512).source == "heuristic"
 
 
@@ -295,9 +340,10 @@ def test_tune_merges_the_previous_table_for_other_points(tmp_path):
         return {"N": n, "K": 1024, "scale": scale, "M": m, "path": path, "config": None, "us": 1.0}
 
     path = tmp_path / "nvidia_h200.json"
-    path.write_text(json.dumps({"device": "NVIDIA H200", "torch": "old", "git": "abc",
-                                "entries": [entry(8192, 1, "fused"), entry(4096, 1, "unfused"),
-                                            entry(4096, 16, "unfused"), entry(4096, 16, "unfused", "e8m0")]}))
+    old = dict(_meta("NVIDIA H200"), torch="old", git="abc",
+               entries=[entry(8192, 1, "fused"), entry(4096, 1, "unfused"), entry(4096, 16, "unfused"),
+                        entry(4096, 16, "unfused", "e8m0")])
+    path.write_text(json.dumps(old))
     # a run that tuned 4096x1024 fp32 at M = 16 and 32 only: M = 1 and the e8m0 entry are kept, M = 16
     # is replaced in place, M = 32 (new to the table) follows
     result = {"device": "NVIDIA H200", "torch": "new", "git": "def",
@@ -308,5 +354,11 @@ def test_tune_merges_the_previous_table_for_other_points(tmp_path):
         (4096, 16, "e8m0", "unfused", "abc"), (4096, 32, "fp32", "fused", None)]
     other = {"device": "NVIDIA H100", "entries": [entry(4096, 1, "fused")]}
     assert tune.merge_existing(other, str(path)) == 0 and len(other["entries"]) == 1
+    # a table of another kernel interface (or format 1) is replaced, not merged
+    for stale in (dict(old, kernel_interface=KERNEL_INTERFACE_VERSION - 1),
+                  {k: v for k, v in old.items() if k not in ("format", "kernel_interface")}):
+        path.write_text(json.dumps(stale))
+        fresh = {"device": "NVIDIA H200", "entries": [entry(4096, 32, "fused")]}
+        assert tune.merge_existing(fresh, str(path)) == 0 and len(fresh["entries"]) == 1
     path.write_text("{")
     assert tune.merge_existing(result, str(path)) == 0

@@ -1,7 +1,8 @@
 """fp8_block_linear's dispatch (sglang_fp8ext/dispatch.py, docs/dispatch.md): table lookup, the
 heuristic per device type (through the pure ``dispatch.select`` with hand-built devices, so every
 device type is covered without its GPU), the switches, cuBLASLt eligibility, the debug log,
-torch.compile of the table path, and on an sm_90 GPU the numerics of the cuBLASLt path.
+torch.compile of the table path, the table format (format 2: metadata that must match the build,
+typed kernel configs) and on an sm_90 GPU the numerics of the cuBLASLt path.
 
 Expected paths come from the rules of the brief/docs (written out below), never from the code
 under test. Every test writes its own tables into tmp_path (SGL_FP8_CONFIG_DIR)."""
@@ -17,8 +18,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import sglang_fp8ext as fx
-from sglang_fp8ext import dispatch, linear
+from sglang_fp8ext import dispatch, linear, tune
 from sglang_fp8ext.dispatch import DeviceInfo
+from sglang_fp8ext.kernel_config import KERNEL_INTERFACE_VERSION, Engine, KernelConfig, parse_label
 from conftest import assert_gemm_contract, dense, rand_act, rand_weight, rand_wscale
 from test_gemm import smallm_ref
 
@@ -30,6 +32,10 @@ MI355_NO_AITER = MI355._replace(has_aiter=False)
 CPU = DeviceInfo("cpu", "cpu")
 CPU_DEV = torch.device("cpu")
 N, K = 272, 512  # small enough for the CPU; N not a multiple of 128
+# kernel configs as a table names them (JSON) and as a Choice carries them (op arguments)
+KS2 = KernelConfig(k_split=2)
+KS1 = KernelConfig(k_split=1)
+GEN2 = KernelConfig(engine=Engine.GENERAL, ctas_per_sm=2)
 
 
 @pytest.fixture(autouse=True)
@@ -47,10 +53,35 @@ def entry(n, k, m, path, config=None, scale="fp32", us=1.0):
     return {"N": n, "K": k, "scale": scale, "M": m, "path": path, "config": config, "us": us, "candidates": {path: us}}
 
 
-def write_table(directory, device, entries, name=None):
+def j(config):
+    """A KernelConfig as a table entry holds it."""
+    return config.to_json()
+
+
+def args(config):
+    """A KernelConfig as Choice.config holds it (the op's arguments)."""
+    return tuple(config.op_args())
+
+
+def table(device, entries, **meta):
+    """A format-2 table of this build (metadata first, then the entries)."""
+    t = {"format": dispatch.TABLE_FORMAT, "kernel_interface": KERNEL_INTERFACE_VERSION, "device": device,
+         "torch": torch.__version__, "cuda": getattr(torch.version, "cuda", None), "git": "test"}
+    t.update(meta)
+    t["entries"] = entries
+    return t
+
+
+def write_table(directory, device, entries, name=None, **meta):
     path = directory / (name or dispatch.table_filename(device))
-    path.write_text(json.dumps({"device": device, "torch": torch.__version__, "git": "test", "entries": entries}))
+    path.write_text(json.dumps(table(device, entries, **meta)))
     return path
+
+
+def groups_of(device, entries):
+    meta, groups = dispatch.parse_table(table(device, entries), "test")
+    assert meta["format"] == dispatch.TABLE_FORMAT and "entries" not in meta
+    return groups
 
 
 def select(dev, m, n=5120, k=4096, **kw):
@@ -168,8 +199,8 @@ def test_scaled_mm_eligibility():
 
 
 def test_e8m0_never_takes_scaled_mm_even_when_tabulated():
-    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [
-        entry(4096, 4096, 64, "scaled_mm", scale="e8m0"), entry(4096, 4096, 64, "scaled_mm")]}, "test")[1]
+    groups = groups_of("NVIDIA H200", [
+        entry(4096, 4096, 64, "scaled_mm", scale="e8m0"), entry(4096, 4096, 64, "scaled_mm")])
     for m in (1, 8, 9, 16, 32, 33, 64, 100):
         c = select(H200, m, n=4096, k=4096, e8m0=True, groups=groups)
         assert c.path != "scaled_mm" and c.source == "heuristic", (m, c)
@@ -182,7 +213,7 @@ def test_e8m0_never_takes_scaled_mm_even_when_tabulated():
 
 
 def test_scaled_mm_table_entry_for_an_ineligible_shape_is_not_taken():
-    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(2112, 7168, 64, "scaled_mm")]}, "t")[1]
+    groups = groups_of("NVIDIA H200", [entry(2112, 7168, 64, "scaled_mm")])
     for m in (1, 16, 33, 64):
         c = select(H200, m, n=2112, k=7168, groups=groups)
         assert c.path != "scaled_mm" and c.source == "heuristic"
@@ -209,17 +240,17 @@ def test_config_dir_env(monkeypatch, tmp_path):
 
 def test_table_lookup_m_buckets(tmp_path):
     write_table(tmp_path, "cpu", [
-        entry(N, K, 2, "fused", [2, 0, 0, 1, 0]),
+        entry(N, K, 2, "fused", j(GEN2)),
         entry(N, K, 8, "unfused"),
-        entry(N, K, 16, "fused", [0, 0, 0, 0, 0]),  # zeros: the kernel's own plan
-        entry(N, K, 4, "fused", [1, 0, 0, 0, 0], scale="e8m0"),
+        entry(N, K, 16, "fused", {"engine": "auto", "k_split": 0}),  # the defaults: the kernel's own plan
+        entry(N, K, 4, "fused", j(KS1), scale="e8m0"),
         entry(N + 16, K, 64, "unfused"),
     ])
     def choose(m, **kw):
         return linear.choose(CPU_DEV, m, kw.pop("n", N), K, **kw)
 
     for m in (0, 1, 2):  # smallest tabulated M >= m
-        assert choose(m) == ("fused", (2, 0, 0, 1, 0), "table", "M<=2"), m
+        assert choose(m) == ("fused", args(GEN2), "table", "M<=2"), m
     for m in (3, 5, 8):
         assert choose(m) == ("unfused", None, "table", "3<=M<=8"), m
     for m in (9, 16):
@@ -227,7 +258,7 @@ def test_table_lookup_m_buckets(tmp_path):
     for m in (17, 100):  # above every tabulated M: the heuristic (CPU: fused)
         assert choose(m) == ("fused", None, "heuristic", "any M"), m
     # the scale format and N are part of the key
-    assert choose(3, e8m0=True) == ("fused", (1, 0, 0, 0, 0), "table", "M<=4")
+    assert choose(3, e8m0=True) == ("fused", args(KS1), "table", "M<=4")
     assert choose(5, e8m0=True).source == "heuristic"
     assert choose(40, n=N + 16).path == "unfused" and choose(80, n=N + 16).source == "heuristic"
     assert choose(3, n=N + 32).source == "heuristic"
@@ -241,10 +272,10 @@ def test_table_entries_in_any_order_and_sorted(tmp_path):
 
 
 def test_fp8_block_linear_runs_the_tabulated_instance(tmp_path):
-    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", [2, 0, 0, 1, 0]), entry(N, K, 32, "unfused")])
+    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", j(GEN2)), entry(N, K, 32, "unfused")])
     w, ws = rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
     bias = rand_act((N,), torch.bfloat16, 2, outliers=False)
-    for m, op, config in ((3, "sgl_fp8._smallm_gemm_configured", [[2, 0, 0, 1, 0]]), (9, "sgl_fp8.scaled_gemm", [])):
+    for m, op, config in ((3, "sgl_fp8._smallm_gemm_configured", [GEN2.op_args()]), (9, "sgl_fp8.scaled_gemm", [])):
         x = rand_act((m, K), torch.bfloat16, m)
         with OpRecorder() as rec:
             out = fx.fp8_block_linear(x, w, ws, bias=bias)
@@ -256,16 +287,75 @@ def test_fp8_block_linear_runs_the_tabulated_instance(tmp_path):
         assert torch.equal(bits(out), bits(fx.smallm_gemm(x, w, ws, False, bias)))
 
 
+def _ignored_once(tmp_path, caplog, expect):
+    """The cpu table in tmp_path is not used: the heuristic decides every call, and one warning
+    (for all the calls) names the file and ``expect``."""
+    with caplog.at_level(logging.WARNING, logger="sglang_fp8ext"):
+        for m in (3, 4, 1, 40):
+            assert linear.choose(CPU_DEV, m, N, K) == ("fused", None, "heuristic", "any M"), m
+        x, w, ws = rand_act((2, K), torch.bfloat16, 1), rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
+        with OpRecorder() as rec:
+            fx.fp8_block_linear(x, w, ws)
+        assert "sgl_fp8.smallm_gemm" in rec.names(), rec.names()  # the heuristic's path, not the table's
+    file, note, groups = dispatch.table_for(str(tmp_path), "cpu")
+    assert file.endswith("cpu.json") and expect in note and groups == ()
+    warnings = [r for r in caplog.records if "not used" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert "cpu.json" in warnings[0].getMessage() and expect in warnings[0].getMessage()
+    assert warnings[0].levelno == logging.WARNING
+
+
 def test_device_mismatch_is_not_used(tmp_path, caplog):
     # the file for "cpu" says it was measured on another device: not used, a warning says why
     write_table(tmp_path, "CPU", [entry(N, K, 64, "unfused")], name="cpu.json")
-    with caplog.at_level(logging.WARNING, logger="sglang_fp8ext"):
-        assert linear.choose(CPU_DEV, 3, N, K) == ("fused", None, "heuristic", "any M")
-        linear.choose(CPU_DEV, 4, N, K)
-    file, note, groups = dispatch.table_for(str(tmp_path), "cpu")
-    assert file.endswith("cpu.json") and "not this device" in note and groups == ()
-    warnings = [r for r in caplog.records if "not used" in r.getMessage()]
-    assert len(warnings) == 1 and "'CPU'" in warnings[0].getMessage()
+    _ignored_once(tmp_path, caplog, "not this device")
+    assert "'CPU'" in dispatch.table_for(str(tmp_path), "cpu")[1]
+
+
+def test_format_1_table_is_ignored_with_one_warning(tmp_path, caplog):
+    """A table written before the typed config (no "format", configs as positional lists, flag
+    bits of engines since removed) is not read, let alone rejected: re-tuning replaces it."""
+    old = {"device": "cpu", "torch": "2.11", "git": "old", "entries": [
+        entry(N, K, 4, "fused", [0, 0, 0, 0, 256]), entry(N, K, 64, "unfused", None)]}
+    (tmp_path / "cpu.json").write_text(json.dumps(old))
+    _ignored_once(tmp_path, caplog, "format None")
+
+
+@pytest.mark.parametrize("fmt", [1, 3, "2"])
+def test_other_format_is_ignored_with_one_warning(tmp_path, caplog, fmt):
+    write_table(tmp_path, "cpu", [entry(N, K, 64, "unfused")], format=fmt)
+    _ignored_once(tmp_path, caplog, f"format {fmt!r}")
+
+
+@pytest.mark.parametrize("version", [KERNEL_INTERFACE_VERSION - 1, KERNEL_INTERFACE_VERSION + 1])
+def test_other_kernel_interface_is_ignored_with_one_warning(tmp_path, caplog, version):
+    write_table(tmp_path, "cpu", [entry(N, K, 64, "unfused")], kernel_interface=version)
+    _ignored_once(tmp_path, caplog, f"kernel interface {version}")
+
+
+def test_other_cuda_major_is_ignored_with_one_warning(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    write_table(tmp_path, "cpu", [entry(N, K, 64, "unfused")], cuda="13.0")
+    _ignored_once(tmp_path, caplog, "CUDA 13.0")
+
+
+@pytest.mark.parametrize("table_cuda, torch_cuda", [("13.0", "13.2"), (None, "13.0"), ("13.0", None), (None, None)])
+def test_same_cuda_major_or_unknown_is_used(tmp_path, monkeypatch, table_cuda, torch_cuda):
+    monkeypatch.setattr(torch.version, "cuda", torch_cuda)
+    write_table(tmp_path, "cpu", [entry(N, K, 64, "unfused")], cuda=table_cuda)
+    assert linear.choose(CPU_DEV, 3, N, K) == ("unfused", None, "table", "M<=64")
+
+
+def test_table_mismatch_rules():
+    meta = {k: v for k, v in table("NVIDIA H200", [], cuda="13.0").items() if k != "entries"}
+    assert dispatch.table_mismatch(meta, "NVIDIA H200", "13.0") == ""
+    assert dispatch.table_mismatch(meta, "NVIDIA H200", "13.1") == ""
+    assert dispatch.table_mismatch(meta, "NVIDIA H200", None) == ""  # a ROCm or CPU torch: not compared
+    assert "CUDA 13.0" in dispatch.table_mismatch(meta, "NVIDIA H200", "12.9")
+    assert "not this device" in dispatch.table_mismatch(meta, "NVIDIA H200 NVL", "13.0")  # exact names only
+    assert "format" in dispatch.table_mismatch(dict(meta, format=1), "NVIDIA H200", "13.0")
+    assert "format" in dispatch.table_mismatch({k: v for k, v in meta.items() if k != "format"}, "NVIDIA H200", "13.0")
+    assert "kernel interface" in dispatch.table_mismatch(dict(meta, kernel_interface=1), "NVIDIA H200", "13.0")
 
 
 def test_table_of_another_device_is_ignored(tmp_path):
@@ -277,57 +367,96 @@ def test_table_of_another_device_is_ignored(tmp_path):
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 1]), r"flags must be made of the bits"),
-        (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 512 | 16]), r"flags must be made of the bits"),
-        (lambda t: t["entries"][0].update(config=[0, 0, 0, 0, 4096]), r"flags must be made of the bits"),
+        (lambda t: t["entries"][0].update(config={"warps": 4}), r"config: unknown kernel config field\(s\) \['warps'\]"),
+        (lambda t: t["entries"][0].update(config={"k_split": 2, "flags": 256}), r"unknown kernel config field\(s\) \['flags'\]"),
+        (lambda t: t["entries"][0].update(config={"engine": "mma_sync"}), r"config: KernelConfig\.engine must be one of"),
+        (lambda t: t["entries"][0].update(config={"engine": 7}), r"KernelConfig\.engine must be one of"),
+        (lambda t: t["entries"][0].update(config={"pair_activations": "maybe"}), r"KernelConfig\.pair_activations"),
+        (lambda t: t["entries"][0].update(config={"k_split": -1}), r"config: KernelConfig\.k_split must be an integer"),
+        (lambda t: t["entries"][0].update(config={"copy_blocks": 1 << 16}), r"KernelConfig\.copy_blocks must be an integer"),
+        (lambda t: t["entries"][0].update(config={"ctas_per_sm": 1.5}), r"KernelConfig\.ctas_per_sm must be an integer"),
+        (lambda t: t["entries"][0].update(config={"k_split": True}), r"KernelConfig\.k_split must be an integer"),
+        (lambda t: t["entries"][0].update(config=[2, 0, 0, 0, 0]), r"config: a kernel config is an object of named fields"),
+        (lambda t: t["entries"][0].update(config="fused(k_split=2)"), r"config: a kernel config is an object"),
+        (lambda t: t["entries"][1].update(config={"k_split": 2}), r"only meaningful for the fused path"),
         (lambda t: t["entries"][0].update(path="cublas"), r"path must be one of"),
         (lambda t: t["entries"][0].update(scale="bf16"), r"scale must be one of"),
-        (lambda t: t["entries"][0].update(config=[2, 0, 0]), r"config must be"),
-        (lambda t: t["entries"][0].update(config=[-1, 0, 0, 0, 0]), r"config must be"),
-        (lambda t: t["entries"][1].update(config=[2, 0, 0, 0, 0]), r"only meaningful for the fused path"),
         (lambda t: t["entries"][0].pop("M"), r"missing 'M'"),
         (lambda t: t["entries"][0].update(N=100), r"N must be"),
         (lambda t: t["entries"][0].update(K=100), r"K must be"),
         (lambda t: t["entries"][0].update(M=-1), r"M must be"),
         (lambda t: t["entries"][0].update(M="4"), r"M must be"),
         (lambda t: t["entries"][0].update(us=float("nan")), r"us must be"),
-        (lambda t: t["entries"].append(dict(t["entries"][0])), r"a second entry"),
+        (lambda t: t["entries"].append(dict(t["entries"][0])), r"a second entry for N=272 K=512 scale=fp32 M=4"),
+        (lambda t: t["entries"].append(dict(t["entries"][0], config={"k_split": 1})), r"a second entry"),
         (lambda t: t.pop("entries"), r"'entries'"),
         (lambda t: t.update(device=""), r"'device'"),
+        (lambda t: t.pop("kernel_interface"), r"'kernel_interface'"),
+        (lambda t: t.update(kernel_interface="2"), r"'kernel_interface'"),
     ],
 )
 def test_malformed_table_is_a_clear_error(tmp_path, mutate, message):
-    table = {"device": "cpu", "torch": "x", "git": "y",
-             "entries": [entry(N, K, 4, "fused", [2, 0, 0, 0, 0]), entry(N, K, 8, "unfused")]}
-    mutate(table)
-    (tmp_path / "cpu.json").write_text(json.dumps(table))
+    t = table("cpu", [entry(N, K, 4, "fused", j(KS2)), entry(N, K, 8, "unfused")])
+    mutate(t)
+    (tmp_path / "cpu.json").write_text(json.dumps(t))
     x, w, ws = rand_act((2, K), torch.bfloat16, 1), rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
     with pytest.raises(ValueError, match=message) as ei:
         fx.fp8_block_linear(x, w, ws)
     assert isinstance(ei.value, dispatch.TableError)
     assert str(tmp_path / "cpu.json") in str(ei.value)  # the message names the file
+    # and it stays an error at every call (not cached as "no table")
+    with pytest.raises(dispatch.TableError):
+        linear.choose(CPU_DEV, 2, N, K)
 
 
 def test_bad_json_is_a_clear_error(tmp_path):
-    (tmp_path / "cpu.json").write_text('{"device": "cpu", "entries": [')
+    (tmp_path / "cpu.json").write_text('{"format": 2, "device": "cpu", "entries": [')
     with pytest.raises(dispatch.TableError, match=r"cpu\.json: not valid JSON"):
         linear.choose(CPU_DEV, 1, N, K)
 
 
 def test_table_as_tune_writes_it_is_accepted():
     """Extra keys (candidates, rejected, heuristic, failures, ...) are allowed; null config too."""
-    table = {"device": "NVIDIA H200", "capability": [9, 0], "torch": "2.11", "git": "abc", "margin": 0.03,
-             "entries": [dict(entry(5120, 4096, 1, "fused", [2, 0, 0, 1, 0]), heuristic={"path": "fused", "us": 9.0},
-                              rejected={"fused[8,0,0,2,0]": "did not run: ..."}),
-                         entry(5120, 4096, 16, "scaled_mm")],
-             "failures": []}
-    device, groups = dispatch.parse_table(table, "t")
-    assert device == "NVIDIA H200"
-    assert groups == ((5120, 4096, "fp32", ((1, "fused", (2, 0, 0, 1, 0)), (16, "scaled_mm", None))),)
+    t = table("NVIDIA H200", [dict(entry(5120, 4096, 1, "fused", j(GEN2)), heuristic={"path": "fused", "us": 9.0},
+                                   rejected={"fused(k_split=8)": "did not run: ..."}),
+                              entry(5120, 4096, 16, "scaled_mm"), entry(5120, 4096, 32, "fused", {})],
+              capability=[9, 0], margin=0.03, failures=[])
+    meta, groups = dispatch.parse_table(t, "t")
+    assert meta["device"] == "NVIDIA H200" and meta["kernel_interface"] == KERNEL_INTERFACE_VERSION
+    assert meta["capability"] == [9, 0] and "entries" not in meta
+    assert groups == ((5120, 4096, "fp32", ((1, "fused", args(GEN2)), (16, "scaled_mm", None), (32, "fused", None))),)
+
+
+def test_tune_write_table_round_trip(tmp_path):
+    """What tune writes (tune.write_table: format-2 metadata of this build, configs as objects of
+    named fields) reads back to the same choices, each config the KernelConfig tune chose."""
+    configs = (GEN2, KS2, KernelConfig(engine=Engine.REGISTER_FED), KernelConfig(copy_blocks=2, pair_activations="off"))
+    entries = [entry(N, K, 1 << i, "fused", c.to_json()) for i, c in enumerate(configs)]
+    entries += [entry(N, K, 64, "fused", None), entry(N, K, 128, "unfused"),
+                entry(N, K, 4, "fused", KernelConfig(k_split=4).to_json(), scale="e8m0")]
+    result = table("cpu", entries, capability=None, failures=[])
+    path = tune.write_table(result, str(tmp_path))
+    assert path == str(tmp_path / "cpu.json")
+    with open(path) as f:
+        raw = json.load(f)
+    assert raw["format"] == dispatch.TABLE_FORMAT == 2 and raw["kernel_interface"] == KERNEL_INTERFACE_VERSION
+    assert raw["entries"][2]["config"] == {"engine": "register_fed"}
+    meta, groups = dispatch.load_table_file(path)
+    assert dispatch.table_mismatch(meta, "cpu", getattr(torch.version, "cuda", None)) == ""
+    by_m = {(s, m): (p, c) for n, k, s, es in groups for m, p, c in es}
+    for i, c in enumerate(configs):
+        assert by_m[("fp32", 1 << i)] == ("fused", args(c))
+        assert KernelConfig.from_op_args(by_m[("fp32", 1 << i)][1]) == c
+    assert by_m[("fp32", 64)] == ("fused", None) and by_m[("fp32", 128)] == ("unfused", None)
+    for i, c in enumerate(configs):
+        lo = 1 if i == 0 else (1 << (i - 1)) + 1
+        for m in (lo, 1 << i):
+            assert linear.choose(CPU_DEV, m, N, K).config == args(c), (m, c)
+    assert linear.choose(CPU_DEV, 3, N, K, e8m0=True) == ("fused", args(KernelConfig(k_split=4)), "table", "M<=4")
 
 
 def test_switch_off_overrides_the_table(tmp_path, monkeypatch):
-    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", [2, 0, 0, 0, 0]), entry(N, K, 16, "fused")])
+    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", j(KS2)), entry(N, K, 16, "fused")])
     assert linear.choose(CPU_DEV, 4, N, K).path == "fused"
     for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS"):
         monkeypatch.setenv(name, "0")
@@ -339,12 +468,12 @@ def test_switch_off_overrides_the_table(tmp_path, monkeypatch):
         assert "sgl_fp8.scaled_gemm" in rec.names() and not any("smallm" in n for n in rec.names())
         monkeypatch.delenv(name)
     # on a GPU, the switch off with a tabulated fused entry falls to the heuristic without fused
-    groups = dispatch.parse_table({"device": "NVIDIA H200", "entries": [entry(4096, 4096, 8, "fused")]}, "t")[1]
+    groups = groups_of("NVIDIA H200", [entry(4096, 4096, 8, "fused")])
     assert select(H200, 4, n=4096, k=4096, groups=groups, fused_enabled=False) == ("scaled_mm", None, "heuristic", "any M")
 
 
 def test_tabulated_aiter_needs_rocm_aiter_and_a_shuffled_weight():
-    groups = dispatch.parse_table({"device": "x", "entries": [entry(4096, 4096, 64, "aiter")]}, "t")[1]
+    groups = groups_of("x", [entry(4096, 4096, 64, "aiter")])
     assert select(MI355, 40, n=4096, k=4096, groups=groups, shuffled=True) == ("aiter", None, "table", "M<=64")
     assert select(MI355, 4, n=4096, k=4096, groups=groups, shuffled=False).source == "heuristic"
     assert select(MI355_NO_AITER, 40, n=4096, k=4096, groups=groups, shuffled=True).path == "unfused"
@@ -355,7 +484,7 @@ def test_tabulated_aiter_needs_rocm_aiter_and_a_shuffled_weight():
 
 
 def test_debug_log_once_per_bucket_path_and_config(tmp_path, caplog):
-    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", [2, 0, 0, 1, 0])])
+    write_table(tmp_path, "cpu", [entry(N, K, 4, "fused", j(GEN2))])
     w, ws = rand_weight(N, K, 1), rand_wscale(N, K, False, 1)
     with caplog.at_level(logging.DEBUG, logger="sglang_fp8ext"):
         for m in (1, 3, 4, 2):  # one bucket
@@ -364,9 +493,9 @@ def test_debug_log_once_per_bucket_path_and_config(tmp_path, caplog):
             fx.fp8_block_linear(rand_act((m, K), torch.bfloat16, m), w, ws)
     lines = [r.getMessage() for r in caplog.records if "fp8_block_linear" in r.getMessage()]
     assert len(lines) == 2, lines
-    assert f"N={N} K={K}" in lines[0] and "fused path" in lines[0] and "[2, 0, 0, 1, 0]" in lines[0]
+    assert f"N={N} K={K}" in lines[0] and "fused path" in lines[0] and f"({GEN2.label()})" in lines[0]
     assert "chosen by the table" in lines[0] and "M<=4" in lines[0]
-    assert "fused path" in lines[1] and "chosen by the heuristic" in lines[1] and "instance" not in lines[1]
+    assert "fused path" in lines[1] and "chosen by the heuristic" in lines[1] and "(fused(" not in lines[1]
 
 
 # ---- torch.compile of the table path ---------------------------------------------------------------
@@ -375,7 +504,7 @@ def test_debug_log_once_per_bucket_path_and_config(tmp_path, caplog):
 def test_compile_table_path_configured_instance(tmp_path):
     """The table is read at trace time without a graph break (fullgraph=True); the tabulated
     kernel instance is in the graph; M crossing a bucket boundary recompiles once."""
-    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", [2, 0, 0, 1, 0]), entry(N, K, 32, "unfused")])
+    write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", j(GEN2)), entry(N, K, 32, "unfused")])
     w, ws = rand_weight(N, K, 3), rand_wscale(N, K, False, 3)
     graphs = []
 
@@ -515,17 +644,35 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
 
 
 def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
-    """The table the package ships for the H200 parses with the loader fp8_block_linear uses, was
-    measured on an H200, covers every SPEC §6 shape x scale format at M = 1..32, and never names a
-    path that cannot run its entry (cuBLASLt only where eligible; only known kernel flags; the
-    register-fed kernel, flag 32768, only where its plan applies: K a multiple of 1024 up to 8192,
-    at most 16 tokens, N a multiple of 16 — elsewhere the op raises its plan error)."""
+    """The table the package ships for the H200 is format 2 of this build's kernel interface (so an
+    H200 uses it), parses with the loader fp8_block_linear uses, was measured on an H200 with a
+    recorded torch and CUDA, covers every SPEC §6 shape x scale format at M = 1..32, and never names
+    a path that cannot run its entry: cuBLASLt only where eligible; every fused config a valid
+    KernelConfig of a kept engine; the register-fed engine only where its plan applies (K a
+    multiple of 1024 up to 8192, at most 16 tokens, N a multiple of 16; elsewhere the op raises its
+    plan error). The register-fed engine is on main because this table names it (issue 47: an
+    engine stays only where it pays), so the table must name it somewhere."""
     path = os.path.join(dispatch.package_config_dir(), "nvidia_h200.json")
-    device, groups = dispatch.load_table_file(path)
-    assert device == "NVIDIA H200"
+    meta, groups = dispatch.load_table_file(path)
+    assert meta["format"] == dispatch.TABLE_FORMAT and meta["kernel_interface"] == KERNEL_INTERFACE_VERSION
+    assert meta["device"] == "NVIDIA H200"
+    assert dispatch.table_mismatch(meta, "NVIDIA H200", meta["cuda"]) == ""
+    assert meta["torch"].startswith("2.") and meta["cuda"] and meta["git"] and not meta.get("failures")
+    assert groups
     with open(path) as f:
         raw = json.load(f)
-    assert raw["torch"].startswith("2.") and raw["git"] and not raw.get("failures")
+    engines = set()
+    for e in raw["entries"]:
+        if e.get("config") is not None:
+            assert e["path"] == "fused", e
+            config = KernelConfig.from_json(e["config"])
+            assert not config.is_default and config.to_json() == e["config"], e  # written as tune writes it
+            assert config.engine in (Engine.AUTO, Engine.WGMMA, Engine.GENERAL, Engine.REGISTER_FED), e
+            assert config.tiles_per_wave == 0, e  # a gfx950 knob in an H200 table
+            engines.add(config.engine)
+        for name in e.get("candidates", {}):  # the candidates it was chosen from are today's labels
+            assert name in ("scaled_mm", "unfused", "aiter") or parse_label(name) is not None, (e["N"], e["K"], name)
+    assert Engine.REGISTER_FED in engines
     by_key = {(n, k, s): entries for n, k, s, entries in groups}
     for n, k in dispatch.SPEC_SHAPES:
         for scale in ("fp32", "e8m0"):
@@ -535,6 +682,11 @@ def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
                 if path_name == "scaled_mm":
                     assert dispatch.scaled_mm_eligible(H200, n, k, e8m0=scale == "e8m0", shuffled=False), (n, k, m)
                 if config is not None:
-                    assert dispatch.table_flags_ok(config[4]), config
-                    if config[4] & 32768:
-                        assert k % 1024 == 0 and k <= 8192 and m <= 16 and n % 16 == 0, (n, k, m, config)
+                    assert path_name == "fused"
+                    typed = KernelConfig.from_op_args(config)
+                    if typed.engine is Engine.REGISTER_FED:
+                        assert k % 1024 == 0 and k <= 8192 and m <= 16 and n % 16 == 0, (n, k, m, typed)
+                    if typed.k_split:
+                        assert typed.k_split <= k // 128, (n, k, m, typed)
+                c = select(H200, m, n=n, k=k, e8m0=scale == "e8m0", groups=groups)
+                assert c.source == "table" and (c.path, c.config) == (path_name, config), (n, k, scale, m, c)

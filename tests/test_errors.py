@@ -195,6 +195,47 @@ def test_mixed_devices_raise(gpu):
         _assert_names(ei.value, name.split("|"))
 
 
+# ---- the private configured op ---------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ([0, 0, 0, 0, 256], r"exactly 8 fields"),  # a format-1 positional list
+        ([0] * 9, r"exactly 8 fields"),
+        ([4, 0, 0, 0, 0, 0, 0, 0], r"'engine'"),
+        ([0, 0, 0, 0, 3, 0, 0, 0], r"'pair_activations'"),
+        ([0, -1, 0, 0, 0, 0, 0, 0], r"'k_split'"),
+        ([0, 0, 1 << 16, 0, 0, 0, 0, 0], r"'copy_blocks'"),
+        ([0, 0, 0, 0, 0, 0, 0, -2], r"'tiles_per_wave'"),
+    ],
+)
+def test_configured_op_rejects_a_bad_config_naming_the_field(gpu, config, message):
+    """The GPU glue reads the config as GemmConfig's 8 fields (KernelConfig.op_args()); anything
+    else is an error that names the field, never a silently different kernel."""
+    d = gpu
+    x, w, ws = T((M, K), BF16, d), T((N, K), FP8, d), T((3, 2), F32, d)
+    with pytest.raises(RuntimeError, match=message):
+        OPS._smallm_gemm_configured(x, w, ws, False, None, config)
+
+
+def test_configured_op_takes_a_kernel_config(device):
+    """The configured op with the default KernelConfig (and with an empty list) is the op's own
+    plan: the bits of smallm_gemm. On the CPU the config selects nothing (one implementation)."""
+    from sglang_fp8ext.kernel_config import KernelConfig
+
+    x, w, ws = T((M, K), BF16, device), T((N, K), FP8, device), T((3, 2), F32, device)
+    ref = OPS.smallm_gemm(x, w, ws, False, None)
+    for config in (KernelConfig().op_args(), []):
+        out = OPS._smallm_gemm_configured(x, w, ws, False, None, config)
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), config
+    meta = OPS._smallm_gemm_configured(x.to("meta"), w.to("meta"), ws.to("meta"), False, None,
+                                       KernelConfig(k_split=2).op_args())
+    assert meta.shape == ref.shape and meta.dtype == ref.dtype
+
+
 # ---- fake implementations on 'meta' ----------------------------------------------------------------
 
 

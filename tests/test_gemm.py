@@ -14,6 +14,7 @@ import torch
 
 import sglang_fp8ext as fx
 import spec_model as sm
+from sglang_fp8ext.kernel_config import Engine, KernelConfig
 from conftest import (
     ACT,
     E8M0,
@@ -142,11 +143,11 @@ def test_gemm_m0(device, fmt, dt):
 
 def _plain_by_shuffled_kernel(xd, wd, wsd, b):
     """The plain weight read by the kernel that reads shuffled weights. On sm_90 plain weights take
-    the wgmma ring kernel up to 32 tokens (it reads plain weights only) and shuffled ones the
-    mma.sync ring kernel up to 16 tokens and the register kernel above; config flag 256 forces the
-    same choice for plain ones. Elsewhere the flag means nothing and both layouts share their
-    kernels."""
-    return torch.ops.sgl_fp8._smallm_gemm_configured(xd, wd, wsd, False, b, [0, 0, 0, 0, 256])
+    the wgmma engine up to 32 tokens (it reads plain weights only) and shuffled ones the general
+    engine at every M; ``engine=general`` forces the same choice for plain ones. Elsewhere (gfx950,
+    the CPU) the engine means nothing and both layouts share their kernels."""
+    config = KernelConfig(engine=Engine.GENERAL).op_args()
+    return torch.ops.sgl_fp8._smallm_gemm_configured(xd, wd, wsd, False, b, config)
 
 
 @pytest.mark.parametrize("fmt", FMTS)
@@ -175,7 +176,7 @@ def test_shuffled_equals_plain(device, N, K, M, fmt):
         assert_gemm_contract(p2, ref, "scaled_gemm plain")
         assert_gemm_contract(s2, ref, "scaled_gemm shuffled")
         if torch.equal(dense(plain).view(torch.int16), dense(same_kernel).view(torch.int16)):
-            # one kernel for both layouts here (not sm_90's wgmma ring kernel): scaled_gemm too
+            # one kernel for both layouts here (not sm_90's wgmma engine): scaled_gemm too
             assert torch.equal(dense(p2).view(torch.int16), dense(s2).view(torch.int16)), "scaled_gemm: shuffled != plain"
     # reading a plain weight as shuffled must give something else (the flag is honoured)
     wrong = fx.smallm_gemm(xd, wd, wsd, True)

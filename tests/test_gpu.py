@@ -12,6 +12,7 @@ import torch
 
 import sglang_fp8ext as fx
 import spec_model as sm
+from sglang_fp8ext.kernel_config import Engine, KernelConfig, Toggle
 from conftest import ACT, FP8, act_bits, assert_gemm_contract, dense, from_act_bits, rand_act, rand_weight, rand_wscale
 from test_gemm import smallm_ref
 from test_quant import CONSTRUCTIONS as ADVERSARIAL_GROUPS
@@ -129,32 +130,43 @@ def test_gpu_gemm_vs_cpu(gpu, M, fmt):
         assert torch.equal(_bits(q), _bits(qc)) and torch.equal(_bits(s), _bits(sc))
 
 
-def run_if_a_plan_fits(configured, xd, wd, wsd, bd, config):
+GENERAL = KernelConfig(engine=Engine.GENERAL)
+WGMMA = KernelConfig(engine=Engine.WGMMA)
+REGISTER_FED = KernelConfig(engine=Engine.REGISTER_FED)
+
+
+def configured(xd, wd, wsd, shuffled, bd, config: KernelConfig):
+    """The fused op under a typed kernel config (the private op takes its op arguments)."""
+    return torch.ops.sgl_fp8._smallm_gemm_configured(xd, wd, wsd, shuffled, bd, config.op_args())
+
+
+def run_if_a_plan_fits(xd, wd, wsd, bd, config: KernelConfig):
     """The configured op's output for a forced sm_90 config, or None where no plan fits it (which
     must be the documented error, not another failure)."""
     try:
         return configured(xd, wd, wsd, False, bd, config)
     except RuntimeError as e:
-        assert "no sm_90 GEMM plan fits" in str(e), (config, str(e))
+        assert "no sm_90 GEMM plan fits" in str(e), (config.label(), str(e))
         return None
+
+
+def _require_sm90():
+    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
 @pytest.mark.parametrize("M", [1, 8, 13, 20, 32])
-def test_sm90_ring_and_register_kernels(gpu, M, fmt):
-    """sm_90: the wgmma ring kernel (the default for M <= 32 where it fits), the mma.sync ring
-    kernel (config flag 256; M <= 16, else it means the register kernel) and the register kernel
-    (config flag 32) meet the §3.4 contract; the register kernel's staging depth does not change
-    its bits, nor does the register-staging flag (8) change the default's; forced cluster sizes
-    (1, 2 with spread clusters, 4) and the wgmma kernel's co-resident variant (flag 512, with its own
-    plan and with k_split 4) meet the contract where they fit, and the variant's direct exchange
-    and the 4-warpgroup kernel's async exchange (K split) give the bits of the exchange through
-    the cluster barrier (flag 2048). A forced size that fits
-    no kernel is the documented error, and the default plus at least one forced size must run."""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+def test_sm90_engines_and_knobs(gpu, M, fmt):
+    """sm_90: the wgmma engine (the default for M <= 32 where its plan holds a CTA's weight share)
+    and the general engine (``engine=general``) meet the §3.4 contract with a bias; the general
+    engine's staging depth does not change its bits; forcing the wgmma engine where it is the
+    default (wherever its plan fits) changes nothing; forced K splits (1, 2, 4), the wgmma knobs (two K blocks per copy, one
+    early copy) and the general engine's K split and CTAs per SM meet the contract where a plan
+    fits them. A forced config that fits no
+    plan is the documented error, and at least two of the forced ones must run."""
+    _require_sm90()
     e8 = fmt == "e8m0"
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
     for (n, k) in [(5120, 4096), (4096, 2048), (272, 1024)]:
         w, ws = rand_weight(n, k, 5), rand_wscale(n, k, e8, 5)
         x = rand_act((M, k), torch.bfloat16, M + 5)
@@ -163,43 +175,69 @@ def test_sm90_ring_and_register_kernels(gpu, M, fmt):
         xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
         out = fx.smallm_gemm(xd, wd, wsd, False, bd)
         assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
-        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 8])), _bits(out))
-        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 2048])), _bits(out))
-        register = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, 32])
-        assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
-        for config in ([0, 0, 0, 0, 32 | 8], [0, 0, 0, 0, 32, 2]):
-            assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, config)), _bits(register)), config
+        assert torch.equal(_bits(configured(xd, wd, wsd, False, bd, KernelConfig())), _bits(out))
+        wgmma = run_if_a_plan_fits(xd, wd, wsd, bd, WGMMA)  # where its plan fits, the default takes it
+        assert wgmma is not None or n == 272, (n, k, M, "the wgmma engine does not fit")
+        if wgmma is not None:
+            assert torch.equal(_bits(wgmma), _bits(out)), "the default is not the wgmma engine"
+        general = configured(xd, wd, wsd, False, bd, GENERAL)
+        assert_gemm_contract(general, ref, f"general engine N={n} K={k} M={M}")
+        for config in (KernelConfig(engine=Engine.GENERAL, staging_stages=1),
+                       KernelConfig(engine=Engine.GENERAL, staging_stages=2)):
+            got = run_if_a_plan_fits(xd, wd, wsd, bd, config)
+            if got is not None:
+                assert torch.equal(_bits(got), _bits(general)), config.label()
         ran = 0
-        for config in ([1, 0, 0, 0, 0], [2, 0, 0, 0, 64], [0, 0, 0, 0, 256], [4, 0, 0, 0, 0], [0, 0, 0, 0, 512],
-                       [4, 0, 0, 0, 512]):
-            got = run_if_a_plan_fits(configured, xd, wd, wsd, bd, config)
+        for config in (KernelConfig(k_split=1), KernelConfig(k_split=2), KernelConfig(k_split=4),
+                       KernelConfig(copy_blocks=2), KernelConfig(early_copies=1),
+                       KernelConfig(engine=Engine.GENERAL, k_split=2), KernelConfig(engine=Engine.GENERAL, ctas_per_sm=2)):
+            got = run_if_a_plan_fits(xd, wd, wsd, bd, config)
             if got is None:
                 continue
-            assert_gemm_contract(got, ref, f"config {config} N={n} M={M}")
-            # the direct (co-resident) or async (4 warpgroups, K split) exchange against the cluster barrier's
-            barrier = configured(xd, wd, wsd, False, bd, config[:4] + [config[4] | 2048])
-            assert torch.equal(_bits(barrier), _bits(got)), f"the exchanges differ: {config}"
+            assert_gemm_contract(got, ref, f"{config.label()} N={n} M={M}")
             ran += 1
         assert ran >= 2, (n, k, M, ran)
 
 
-REGISTER_FED = 32768  # config flag (kernels/sm90/sm90_gemm_layout.h kRegisterFedFlag)
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("M", [1, 2, 7, 16, 17, 32, 33, 64])
+def test_sm90_shuffled_weights_take_the_general_engine(gpu, M, fmt, dt):
+    """sm_90: an AITER-shuffled weight runs the general engine at every M (the wgmma engine reads
+    plain weights only): its bits are those of the plain weight under ``engine=general`` (the K
+    permutation cancels in each 128-block), with bf16 and fp16 activations, a bias and both scale
+    formats, and meet the §3.4 contract; ``engine=wgmma`` with a shuffled weight is the plan error."""
+    _require_sm90()
+    e8 = fmt == "e8m0"
+    for n, k in ((2112, 7168), (4096, 1024), (48, 256)):
+        w, ws = rand_weight(n, k, 23), rand_wscale(n, k, e8, 23)
+        x = rand_act((M, k), dt, M + 23)
+        bias = torch.randn(n).to(dt)
+        ref = smallm_ref(x, w, ws, bias)
+        xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
+        wsh = fx.shuffle_weight(wd)
+        shuffled = fx.smallm_gemm(xd, wsh, wsd, True, bd)
+        assert shuffled.dtype == dt
+        assert_gemm_contract(shuffled, ref, f"shuffled N={n} K={k} M={M} {dt}")
+        plain_general = configured(xd, wd, wsd, False, bd, GENERAL)
+        assert torch.equal(_bits(shuffled), _bits(plain_general)), (n, k, M)
+        assert torch.equal(_bits(configured(xd, wsh, wsd, True, bd, GENERAL)), _bits(shuffled))
+        with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):
+            configured(xd, wsh, wsd, True, bd, WGMMA)
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
 @pytest.mark.parametrize("M", [1, 2, 3, 9, 16])
 def test_sm90_register_fed_kernel(gpu, M, fmt):
-    """sm_90: the register-fed kernel (sm90_register_fed_gemm.cuh, config flag 32768; plain weights)
-    meets the §3.4 contract with bf16 and fp16 activations (and outputs), bias, at 1 and 2 token
-    tiles and for every K blocks a warp the SPEC §6 shapes take (K = 1024, 2048, 4096, 7168 and
-    8192: 1, 2, 4, 7 and 8), N not a multiple of 128 (2112, 48), and is bitwise reproducible. It is
-    never the default (the launched kernels' names): measured against the kernels' own plans it was
-    no faster (docs/design/sm90.md). Where it cannot run (shuffled weights, K not a multiple of
-    1024, more than 16 tokens) its flag is the documented plan error."""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    """sm_90: the register-fed engine (sm90_register_fed_gemm.cuh, ``engine=register_fed``; plain
+    weights) meets the §3.4 contract with bf16 and fp16 activations (and outputs), bias, at 1 and
+    2 token tiles and for every K blocks a warp the SPEC §6 shapes take (K = 1024, 2048, 4096, 7168
+    and 8192: 1, 2, 4, 7 and 8), N not a multiple of 128 (2112, 48), and is bitwise reproducible. It
+    is never the default (the launched kernels' names): it runs only where a config asks (the
+    shipped H200 table does at some 1-2 token points). Where it cannot run (shuffled weights, K not
+    a multiple of 1024, more than 16 tokens) it is the documented plan error."""
+    _require_sm90()
     e8 = fmt == "e8m0"
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
     for n, k, dt in ((5120, 4096, torch.bfloat16), (2112, 7168, torch.float16), (4096, 2048, torch.float16),
                      (48, 1024, torch.bfloat16), (272, 8192, torch.bfloat16)):
         w, ws = rand_weight(n, k, 11), rand_wscale(n, k, e8, 11)
@@ -207,24 +245,24 @@ def test_sm90_register_fed_kernel(gpu, M, fmt):
         bias = torch.randn(n).to(dt)
         ref = smallm_ref(x, w, ws, bias)
         xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
-        forced, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, REGISTER_FED]))
+        forced, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, REGISTER_FED))
         assert any("register_fed_gemm_sm90" in name for name in names), names
         assert forced.dtype == dt
         assert_gemm_contract(forced, ref, f"register-fed N={n} K={k} M={M} {dt}")
-        again = configured(xd, wd, wsd, False, bd, [0, 0, 0, 0, REGISTER_FED])
+        again = configured(xd, wd, wsd, False, bd, REGISTER_FED)
         assert torch.equal(_bits(again), _bits(forced)), "the register-fed kernel is not reproducible"
         with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):  # plain weights only
-            configured(xd, fx.shuffle_weight(wd), wsd, True, bd, [0, 0, 0, 0, REGISTER_FED])
+            configured(xd, fx.shuffle_weight(wd), wsd, True, bd, REGISTER_FED)
         _, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
         assert not any("register_fed_gemm_sm90" in name for name in names), names
     w, ws = rand_weight(256, 1536, 3), rand_wscale(256, 1536, e8, 3)  # K % 1024 != 0
     x = rand_act((M, 1536), torch.bfloat16, 3)
     with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):
-        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, [0, 0, 0, 0, REGISTER_FED])
+        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, REGISTER_FED)
     w, ws = rand_weight(256, 1024, 3), rand_wscale(256, 1024, e8, 3)  # 17 tokens
     x = rand_act((17, 1024), torch.bfloat16, 3)
     with pytest.raises(RuntimeError, match="no sm_90 GEMM plan fits"):
-        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, [0, 0, 0, 0, REGISTER_FED])
+        configured(x.to(gpu), w.to(gpu), ws.to(gpu), False, None, REGISTER_FED)
 
 
 def run_and_kernel_names(fn):
@@ -237,24 +275,21 @@ def run_and_kernel_names(fn):
 
 
 def ran_paired(names):
-    """Whether a paired-activations instance of the wgmma ring kernel is among the kernel names."""
+    """Whether a paired-activations instance of the wgmma engine's kernel is among the kernel names."""
     return any("wgmma_ring_gemm_sm90" in name and ", true>" in name for name in names)
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
 @pytest.mark.parametrize("M", [9, 13, 16, 17, 24, 31, 32])
 def test_sm90_paired_activations(gpu, M, fmt):
-    """sm_90: paired activations (config flag 8192: clusters of k_split x 2 CTAs whose two row groups
-    each quantize half of a K slice's tokens and send the e4m3 bytes and scales to the other by
-    st.async) give the bits of the same K split without pairing (flag 16384), with bf16 and fp16
-    input and a bias, with the async exchange (or at 17-32 tokens the exchange over the
-    activations) and with the cluster barrier's (flag 2048); the paired instance is the kernel that
-    ran, on every shape and K split where its plan fits (odd token counts split 7 / 6; K = 1152
-    splits 9 blocks 5 / 4). 5120x4096's default plan pairs (its split of 4)."""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+    """sm_90: paired activations (``pair_activations=on``: clusters of k_split x 2 CTAs whose two
+    row groups each quantize half of a K slice's tokens and send the e4m3 bytes and scales to the
+    other by st.async) give the bits of the same K split without pairing (``pair_activations=off``),
+    with bf16 and fp16 input and a bias; the paired instance is the kernel that ran, on every shape
+    and K split where its plan fits (odd token counts split 7 / 6; K = 1152 splits 9 blocks 5 / 4).
+    5120x4096's default plan pairs (its split of 4)."""
+    _require_sm90()
     e8 = fmt == "e8m0"
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
     paired_runs = 0
     # 4096x2048: forced pairs at its split of 2 once gave other bits at 24-32 tokens.
     shapes = (((5120, 4096), torch.bfloat16), ((2048, 2048), torch.float16), ((4096, 1152), torch.bfloat16),
@@ -266,16 +301,15 @@ def test_sm90_paired_activations(gpu, M, fmt):
         ref = smallm_ref(x, w, ws, bias)
         xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
         for k_split in (1, 2, 4):
-            config = [k_split, 0, 0, 0, 8192]
-            paired, names = run_and_kernel_names(lambda: run_if_a_plan_fits(configured, xd, wd, wsd, bd, config))
+            on = KernelConfig(k_split=k_split, pair_activations=Toggle.ON)
+            off = KernelConfig(k_split=k_split, pair_activations=Toggle.OFF)
+            paired, names = run_and_kernel_names(lambda: run_if_a_plan_fits(xd, wd, wsd, bd, on))
             if not ran_paired(names):
                 continue  # no paired plan fits this split (it ran another kernel, or none)
             assert_gemm_contract(paired, ref, f"paired N={n} K={k} M={M} k_split {k_split}")
-            plain, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 16384]))
-            assert not any(", true>" in name for name in names), "flag 16384 paired"
+            plain, names = run_and_kernel_names(lambda: configured(xd, wd, wsd, False, bd, off))
+            assert not any(", true>" in name for name in names), "pair_activations=off paired"
             assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
-            barrier = configured(xd, wd, wsd, False, bd, [k_split, 0, 0, 0, 8192 | 2048])
-            assert torch.equal(_bits(barrier), _bits(plain)), f"paired, barrier exchange: N={n} K={k} k_split {k_split}"
             paired_runs += 1
         if n == 5120:
             _, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
@@ -284,33 +318,30 @@ def test_sm90_paired_activations(gpu, M, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
-@pytest.mark.parametrize("n, k, M, flags", [(6144, 4096, 1, 512), (6144, 4096, 5, 512), (6144, 4096, 16, 512),
-                                            (4096, 12288, 1, 512), (4096, 12288, 8, 512),
-                                            (12288, 4096, 16, 512 | 1024), (4096, 12288, 16, 512 | 1024)])
-def test_sm90_large_share_takes_the_refilled_ring(gpu, n, k, M, flags, fmt):
-    """sm_90: where a CTA's weight share does not fit the 4-warpgroup wgmma kernel's ring, the
-    default plan is the co-resident variant, which refills its ring (the register kernel served
-    these shapes before), or where even its ring leaves the activations no room, its instance with
-    the whole shared memory (flags 512 | 1024): the default's bits are those of the forced config
-    (and of its exchange through the cluster barrier, flag 2048) and not those of the register
-    kernel (flag 32), and all meet the §3.4 contract."""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
+@pytest.mark.parametrize("n, k, M, engine", [(6144, 4096, 1, "wgmma"), (6144, 4096, 5, "wgmma"), (6144, 4096, 16, "wgmma"),
+                                             (4096, 12288, 1, "wgmma"), (4096, 12288, 8, "wgmma"),
+                                             (12288, 4096, 16, "wgmma"), (4096, 12288, 16, "wgmma"),
+                                             (12288, 4096, 32, "general")])
+def test_sm90_large_share_keeps_the_wgmma_engine_up_to_16_tokens(gpu, n, k, M, fmt, engine):
+    """sm_90: where a CTA's weight share does not fit the 4-warpgroup ring, the wgmma engine's plan
+    takes its 2-warpgroup instance with a refilled ring (and, where even that leaves the activations
+    no room, the one with the whole shared memory) up to 16 tokens; from 17 tokens such a share runs
+    the general engine. The default meets the §3.4 contract, runs a wgmma kernel exactly where it
+    should, and its bits are those of the engine forced by name (forcing ``engine=wgmma`` at 32 tokens
+    of 12288x4096 is the plan error)."""
+    _require_sm90()
     e8 = fmt == "e8m0"
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
     w, ws = rand_weight(n, k, 11), rand_wscale(n, k, e8, 11)
     x = rand_act((M, k), torch.bfloat16, M + 11)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
+    out, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd))
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
-    forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, flags])
-    assert torch.equal(_bits(out), _bits(forced)), f"the default is not the forced config (flags {flags})"
-    barrier = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, flags | 2048])
-    assert torch.equal(_bits(barrier), _bits(forced)), f"direct and barrier exchanges differ (flags {flags})"
-    register = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 32])
-    assert_gemm_contract(register, ref, f"register kernel N={n} K={k} M={M}")
-    assert not torch.equal(_bits(out), _bits(register)), f"the default (and flags {flags}) ran the register kernel"
+    assert any("wgmma_ring_gemm_sm90" in name for name in names) == (engine == "wgmma"), names
+    forced = configured(xd, wd, wsd, False, None, WGMMA if engine == "wgmma" else GENERAL)
+    assert torch.equal(_bits(out), _bits(forced)), f"the default is not the {engine} engine"
+    if engine == "general":
+        assert run_if_a_plan_fits(xd, wd, wsd, None, WGMMA) is None, "the wgmma engine fits this share"
 
 
 def order_revealing_operands(n, k, M, seed):
@@ -319,8 +350,8 @@ def order_revealing_operands(n, k, M, seed):
     block to block; the activations repeat one 128-wide pattern per token, so every block's
     product P is +-the same; and the fp32 block scales of rows 0-127 come in pairs that differ by
     a few parts in 2^20. The blocks' terms then nearly cancel, and the fp32 rounding of the
-    partial sums (which differ between 4 and 2 warpgroups, each summing blocks wg, wg + WGS, ...)
-    survives the bf16 output rounding. The other rows are random and dominate each output row's
+    partial sums (which differ between engines and K splits, e.g. 4 warpgroups each summing blocks
+    wg, wg + 4, ...) survives the bf16 output rounding. The other rows are random and dominate each output row's
     norm, so the §3.4 row contract still applies."""
     kb = k // 128
     g = torch.Generator().manual_seed(seed)
@@ -335,31 +366,30 @@ def order_revealing_operands(n, k, M, seed):
     return x, w, ws
 
 
-@pytest.mark.parametrize("n, k, M, co_resident", [(5120, 4096, 1, False), (4096, 2048, 2, False),
-                                                  (4096, 1024, 1, False), (1536, 4096, 1, False),
-                                                  (12288, 4096, 1, True), (12288, 4096, 4, True)])
-def test_sm90_default_takes_the_co_resident_variant_only_for_large_shares(gpu, n, k, M, co_resident):
-    """sm_90: the default is the wgmma kernel's 4-warpgroup kernel wherever its ring holds a CTA's
-    weight share, at 1-2 tokens too; where it cannot (12288x4096: ~380 KB a CTA) the co-resident variant (flag 512) with
-    its refilled ring. On operands whose bits show the kernels' summation order, the default's
-    bits are the forced variant's exactly where it should take it; both meet the §3.4 contract.
+@pytest.mark.parametrize("n, k, M, general", [(5120, 4096, 1, False), (4096, 2048, 2, False),
+                                              (4096, 1024, 1, False), (1536, 4096, 1, False),
+                                              (12288, 4096, 1, False), (12288, 4096, 32, True)])
+def test_sm90_default_engine_by_share(gpu, n, k, M, general):
+    """sm_90: the default is the wgmma engine up to 32 tokens wherever one of its plans holds a CTA's
+    weight share, at 1-2 tokens too (12288x4096, ~380 KB a CTA: its 2-warpgroup instance up to 16
+    tokens); 12288x4096 at 32 tokens runs the general engine. On operands whose bits show the
+    kernels' summation order, the default's bits are those of the engine it should take, and the
+    kernel launched is (or is not) the wgmma engine's; both meet the §3.4 contract.
     (fp32 scales: the choice does not depend on the scale format, and power-of-two scales cannot
     be made to show the order.)"""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    _require_sm90()
     x, w, ws = order_revealing_operands(n, k, M, 13)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
-    out = fx.smallm_gemm(xd, wd, wsd)
+    out, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd))
+    assert any("wgmma_ring_gemm_sm90" in name for name in names) != general, names
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
-    forced = configured(xd, wd, wsd, False, None, [0, 0, 0, 0, 512])
-    assert_gemm_contract(forced, ref, f"co-resident variant N={n} K={k} M={M}")
-    if co_resident:
+    forced = configured(xd, wd, wsd, False, None, GENERAL)
+    assert_gemm_contract(forced, ref, f"general engine N={n} K={k} M={M}")
+    if general:
         assert torch.equal(_bits(out), _bits(forced)), (n, k, M)
-    else:  # ~80 % of the order-revealing outputs differ between the two kernels (a float32 model)
-        same = _bits(out[:, :16]) == _bits(forced[:, :16])
-        assert not bool(same.all()), (n, k, M, "the default summed like the co-resident variant")
+    else:
+        assert torch.equal(_bits(out), _bits(configured(xd, wd, wsd, False, None, WGMMA))), (n, k, M)
 
 
 @pytest.mark.parametrize("n, k, M, split_free", [(8192, 1024, 1, True), (4096, 1024, 8, True), (6144, 1024, 4, True),
@@ -373,15 +403,13 @@ def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_
     forced split it should take and differ from the other's; all three meet the §3.4 contract. (With
     4 K blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200:
     such a case cannot show which one ran.)"""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    _require_sm90()
     x, w, ws = order_revealing_operands(n, k, M, 17)
     ref = smallm_ref(x, w, ws)
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
     out = fx.smallm_gemm(xd, wd, wsd)
-    whole = configured(xd, wd, wsd, False, None, [1, 0, 0, 0, 0])
-    split = configured(xd, wd, wsd, False, None, [2, 0, 0, 0, 0])
+    whole = configured(xd, wd, wsd, False, None, KernelConfig(k_split=1))
+    split = configured(xd, wd, wsd, False, None, KernelConfig(k_split=2))
     for name, y in (("default", out), ("no K split", whole), ("split of 2", split)):
         assert_gemm_contract(y, ref, f"{name} N={n} K={k} M={M}")
     taken, other = (whole, split) if split_free else (split, whole)
@@ -403,18 +431,16 @@ def adversarial_groups(M, K, dt, seed):
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
 def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
     """sm_90: the fused op's in-kernel quantization equals the SPEC model's bit for bit, in every
-    kernel and at every token count that changes how the prologue splits a 128-group among lanes
-    (wgmma ring kernel: 8 lanes up to 8 tokens, 4 from 9; the register-fed kernel, flag 32768 up to 16
-    tokens: 4; the others 16). The weight is a signed
+    engine and at every token count that changes how the prologue splits a 128-group among lanes
+    (wgmma engine: 8 lanes up to 8 tokens, 4 from 9; the register-fed engine, up to 16 tokens: 4;
+    the general engine: 16). The weight is a signed
     permutation (row n holds +-1 at K position perm[n], zeros elsewhere) with unit block scales,
     so output (m, n) is exactly +-RNE(fl32(q[m, k] * xs[m, k / 128])) for k = perm[n]: each
     quantized activation byte and scale is read back through the GEMM, whatever the kernel's
     summation order (the other products are zeros; a zero output may carry either sign).
     5120 x 4096 (rows beyond K repeat the permutation) has CTAs of 5 tiles up to 16 tokens, whose
-    second 64-row window overlaps the first in the wgmma ring kernel."""
-    if torch.version.hip is not None or torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("sm_90 kernel configurations: the device is not compute capability 9.0")
-    configured = torch.ops.sgl_fp8._smallm_gemm_configured
+    second 64-row window overlaps the first in the wgmma engine."""
+    _require_sm90()
     e8 = fmt == "e8m0"
     for n, k in ((2048, 2048), (4096, 4096), (5120, 4096)):
         rng = np.random.default_rng(n)
@@ -432,16 +458,15 @@ def test_sm90_fused_quantization_is_bit_exact(gpu, dt, fmt):
             deq = sm.dequant(q, xs, e8).astype(np.float32)  # exact in float64, one rounding to fp32
             expected = sm.f32_to_act_bits(deq[:, perm] * sign, dt)
             xd = x.to(gpu)
-            for config in ([0, 0, 0, 0, 0], [0, 0, 0, 0, 32], [0, 0, 0, 0, 256], [0, 0, 0, 0, 512], [1, 0, 0, 0, 0],
-                           [4, 0, 0, 0, 0], [0, 0, 0, 0, REGISTER_FED]):
-                out = run_if_a_plan_fits(configured, xd, wd, wsd, None, config)
+            for config in (KernelConfig(), GENERAL, KernelConfig(k_split=1), KernelConfig(k_split=4), REGISTER_FED):
+                out = run_if_a_plan_fits(xd, wd, wsd, None, config)
                 if out is None:
                     continue
                 got = act_bits(out.cpu())
                 # a +-0 product may come out as either zero (the other products are zeros of either sign)
                 bad = (got != expected) & (((got | expected) & 0x7FFF) != 0)
                 assert not bad.any(), (
-                    f"N={n} K={k} M={M} {dt} {fmt} config {config}: {int(bad.sum())} outputs differ from the model's "
+                    f"N={n} K={k} M={M} {dt} {fmt} {config.label()}: {int(bad.sum())} outputs differ from the model's "
                     f"quantization; first at {np.argwhere(bad)[0].tolist()}"
                 )
 

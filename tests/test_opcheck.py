@@ -90,9 +90,20 @@ def addnorm_samples(device):
                 yield (_x(shape, dt, device), _x(shape, dt, device, 2), _x(shape[-1:], dt, device, 1), 1e-5, ue)
 
 
+def configured_samples(device):
+    """The private op that tables and tune drive: smallm_gemm's samples plus a typed kernel config
+    (the plan's, or the general engine, which runs every M and both weight layouts on sm_90)."""
+    from sglang_fp8ext.kernel_config import Engine, KernelConfig
+
+    configs = (KernelConfig().op_args(), KernelConfig(engine=Engine.GENERAL).op_args())
+    for i, args in enumerate(smallm_samples(device)):
+        yield args + (configs[i % 2],)
+
+
 SAMPLES = {
     "per1x128_quant": (quant_samples, ALL_UTILS),
     "smallm_gemm": (smallm_samples, NO_SCHEMA),
+    "_smallm_gemm_configured": (configured_samples, NO_SCHEMA),
     "scaled_gemm": (scaled_samples, NO_SCHEMA),
     "rmsnorm_quant": (norm_samples, ALL_UTILS),
     "add_rmsnorm_quant": (addnorm_samples, ALL_UTILS),
