@@ -131,19 +131,21 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   GemmConfig c;
   if (!config.has_value() || config->empty()) return c;
   const at::IntArrayRef v = *config;
-  TORCH_CHECK(v.size() == size_t(kGemmConfigFields), "sgl_fp8: a GEMM config has exactly ", kGemmConfigFields,
-              " fields (engine, k_split, copy_blocks, early_copies, pair_activations, ctas_per_sm, staging_stages, "
-              "tiles_per_wave), got ", v.size());
+  // Numbers go through num() (op_checks.h), never through an ostream: see op_checks.h.
+  TORCH_CHECK(v.size() == size_t(kGemmConfigFields), "sgl_fp8: a GEMM config has exactly " + num(int64_t(kGemmConfigFields)) +
+                                                         " fields (engine, k_split, copy_blocks, early_copies, "
+                                                         "pair_activations, ctas_per_sm, staging_stages, "
+                                                         "tiles_per_wave), got " + num(int64_t(v.size())));
   TORCH_CHECK(v[0] >= 0 && v[0] <= 3,
-              "sgl_fp8: GEMM config field 'engine' must be 0..3 (auto, wgmma, general, register_fed), got ", v[0]);
-  TORCH_CHECK(v[4] >= 0 && v[4] <= 2, "sgl_fp8: GEMM config field 'pair_activations' must be 0..2 (auto, on, off), got ",
-              v[4]);
+              "sgl_fp8: GEMM config field 'engine' must be 0..3 (auto, wgmma, general, register_fed), got " + num(v[0]));
+  TORCH_CHECK(v[4] >= 0 && v[4] <= 2,
+              "sgl_fp8: GEMM config field 'pair_activations' must be 0..2 (auto, on, off), got " + num(v[4]));
   static const char* const kNames[kGemmConfigFields] = {
       "engine", "k_split", "copy_blocks", "early_copies", "pair_activations", "ctas_per_sm", "staging_stages",
       "tiles_per_wave"};
   for (int i = 0; i < kGemmConfigFields; ++i)
-    TORCH_CHECK(v[i] >= 0 && v[i] < 65536, "sgl_fp8: GEMM config field '", kNames[i], "' must be in [0, 65536), got ",
-                v[i]);
+    TORCH_CHECK(v[i] >= 0 && v[i] < 65536,
+                "sgl_fp8: GEMM config field '" + std::string(kNames[i]) + "' must be in [0, 65536), got " + num(v[i]));
   c.engine = static_cast<GemmEngine>(v[0]);
   c.k_split = int32_t(v[1]);
   c.copy_blocks = int32_t(v[2]);
