@@ -73,6 +73,17 @@ def device_uuid(device=None) -> str:
         return "unknown"
 
 
+def driver_version() -> str:
+    """The GPU driver's version as nvidia-smi reports it ("unknown" where it cannot be asked)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = out.stdout.strip().splitlines()
+    return lines[0].strip() if out.returncode == 0 and lines else "unknown"
+
+
 def op_bytes(n: int, k: int, m: int, e8m0: bool, act_bytes: int = 2) -> int:
     scale_bytes = (1 if e8m0 else 4) * ((n + 127) // 128) * (k // 128)
     return n * k + scale_bytes + m * k * act_bytes + m * n * 2
@@ -219,7 +230,9 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
     result = {
         "device": torch.cuda.get_device_name(),
         "device_uuid": device_uuid(),
+        "driver": driver_version(),
         "torch": torch.__version__,
+        "cuda": torch.version.cuda,
         "git": git_commit(),
         "copy_TBps": copy_tbps,
         "weight_copies": copies,
