@@ -3,7 +3,7 @@
 Compiles kernels/sm90/sm90_kernels.cu alone with nvcc and exactly the wheel's flags
 (build_config.NVCC_FLAGS, sm_90a), then reads the SASS with cuobjdump and fails when
   * the compile fails, or ptxas reports a stack frame above the allowance below;
-  * a general-kernel GEMM instance (block_scaled_gemm_sm90, 8 of them) lacks tensor-core MMAs
+  * a general-kernel GEMM instance (general_gemm_sm90, 8 of them) lacks tensor-core MMAs
     (HMMA) or the e4m3 decode that feeds them (F2FP.F16.E4M3.UNPACK); a wgmma-ring-kernel instance
     (17: 4-warpgroup, paired and co-resident) lacks the FP8 warpgroup MMA (QGMMA ... E4M3.E4M3), the
     TMA tensor copy (UTMALDG) or mbarrier waits (SYNCS.PHASECHK); the fused instances lack the
@@ -122,7 +122,7 @@ def main():
                 f"{early} loads before the wait" + (f"  MISSING {missing}" if missing else ""))
             if missing:
                 failures.append(f"{name}: no {missing}")
-        elif "block_scaled_gemm" in name or "wgmma_ring_gemm" in name:
+        elif "general_gemm" in name or "wgmma_ring_gemm" in name:
             wgmma = "wgmma_ring_gemm" in name
             counts["wgmma" if wgmma else "gemm"] += 1
             prequant = re.search(r"ILi\d+ELb1E", name) is not None  # the first bool: pre-quantized input

@@ -79,7 +79,7 @@ static void check_k_permutation() {
         for (int i = 0; i < 4; ++i) {
           const int p = a_physical_k(lane, chunk, word, ks[i]);
           // B: b0 holds logical (2q, 2q+1) = f16 pair 4w, 4w+1 of the lane's chunk, b1 holds
-          // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_block_scaled_gemm.cuh, accumulate_unit).
+          // (8+2q, 9+2q) = pair 4w+2, 4w+3 (sm90_general_gemm.cuh, accumulate_unit).
           const int b_physical = unit_k_of(lane, chunk) + 4 * word + i;
           CHECK(p == b_physical, "k permutation: chunk=%d word=%d q=%d logical=%d A=%d B=%d", chunk, word, q, ks[i], p,
                 b_physical);
@@ -167,7 +167,7 @@ static void check_plans() {
   for (const auto& s : shapes) {
     const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
     for (long long M : {1LL, 4LL, 8LL, 13LL, 16LL, 32LL, 33LL, 100LL}) {
-      const GemmPlan plan = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, GemmConfig{}, max_clusters);
+      const GemmPlan plan = plan_general_gemm(N, K, M, 132, 227 * 1024, GemmConfig{}, max_clusters);
       CHECK(plan.cost >= 0, "no plan for N=%lld K=%lld M=%lld", N, K, M);
       if (plan.cost < 0) continue;
       CHECK(plan.smem_bytes <= 227 * 1024, "smem %lld", (long long)plan.smem_bytes);
@@ -192,7 +192,7 @@ static void check_plans() {
       // config.staging_stages: more stages where the budget leaves room, never a different partition
       GemmConfig staged{};
       staged.staging_stages = kMaxStages;
-      const GemmPlan more = plan_block_scaled_gemm(N, K, M, 132, 227 * 1024, staged, max_clusters);
+      const GemmPlan more = plan_general_gemm(N, K, M, 132, 227 * 1024, staged, max_clusters);
       CHECK(more.smem_stages >= plan.smem_stages && more.smem_stages <= kMaxStages && more.k_split == plan.k_split &&
                 more.warps_k == plan.warps_k && more.max_tiles_per_cta == plan.max_tiles_per_cta &&
                 (more.smem_stages == 0 || more.smem_bytes <= kSmemBudget),

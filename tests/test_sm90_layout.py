@@ -39,7 +39,8 @@ def test_sm90_layout_and_plans(checker):
 def test_kernel_indexes_through_the_layout_header():
     """The GEMM kernels take their weight offsets, K permutation, activation offsets and ring
     layout from sm90_gemm_layout.h (no private copies of the formulas)."""
-    src = (ROOT / "kernels" / "sm90" / "sm90_block_scaled_gemm.cuh").read_text()
+    src = "".join((ROOT / "kernels" / "sm90" / name).read_text()
+                  for name in ("sm90_general_gemm.cuh", "sm90_gemm_common.cuh"))
     for name in ("unit_lane_offset(", "unit_block_stride(", "unit_k_of(", "act_f16_offset("):
         assert name in src, name
     assert "weight_chunk16_offset" not in src and "shuffled_weight_offset" not in src

@@ -134,7 +134,7 @@ bool fit_one_wave(int64_t T, int S, int64_t& groups, int64_t& tiles, Fits&& fits
 }
 
 template <typename MaxClusters>
-GemmPlan plan_block_scaled_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t max_smem,
+GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t max_smem,
                                 const GemmConfig& config, MaxClusters&& max_clusters) {
   const int64_t T = N / 16, KB = K / 128;
   const int token_tiles = token_tiles_for(M);
@@ -450,7 +450,7 @@ GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequa
       return none;
     }
   }
-  GemmPlan plan = plan_block_scaled_gemm(N, K, M, num_sms, max_smem, c, [&](int cluster, int64_t smem) -> int64_t {
+  GemmPlan plan = plan_general_gemm(N, K, M, num_sms, max_smem, c, [&](int cluster, int64_t smem) -> int64_t {
     return max_clusters(GemmEngine::kGeneral, token_tiles_for(M), cluster, kGeneralThreads, smem);
   });
   if (plan.cost < 0) plan.error = kGeneralPlanError;

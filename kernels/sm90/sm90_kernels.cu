@@ -9,8 +9,9 @@
 #include <unordered_map>
 
 #include "../common/gpu_launch.h"
-#include "sm90_block_scaled_gemm.cuh"
+#include "sm90_gemm_common.cuh"
 #include "sm90_gemm_plan.h"
+#include "sm90_general_gemm.cuh"
 #include "sm90_quant.cuh"
 #include "sm90_register_fed_gemm.cuh"
 #include "sm90_weight_map.h"
@@ -33,10 +34,10 @@ constexpr int kWeightPipelineDepth = 3;
 template <bool PREQUANT>
 GemmKernel gemm_instance(int token_tiles) {
   switch (token_tiles) {
-    case 1: return sm90::block_scaled_gemm_sm90<1, PREQUANT, kWeightPipelineDepth<1>>;
-    case 2: return sm90::block_scaled_gemm_sm90<2, PREQUANT, kWeightPipelineDepth<2>>;
-    case 3: return sm90::block_scaled_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
-    default: return sm90::block_scaled_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
+    case 1: return sm90::general_gemm_sm90<1, PREQUANT, kWeightPipelineDepth<1>>;
+    case 2: return sm90::general_gemm_sm90<2, PREQUANT, kWeightPipelineDepth<2>>;
+    case 3: return sm90::general_gemm_sm90<3, PREQUANT, kWeightPipelineDepth<3>>;
+    default: return sm90::general_gemm_sm90<4, PREQUANT, kWeightPipelineDepth<4>>;
   }
 }
 

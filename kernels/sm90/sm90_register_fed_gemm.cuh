@@ -29,7 +29,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "sm90_block_scaled_gemm.cuh"  // GemmKernelArgs, decode_scale_bits, store_output
+#include "sm90_gemm_common.cuh"  // GemmKernelArgs, decode_scale_bits, store_output
 #include "sm90_gemm_layout.h"
 #include "sm90_gemm_plan.h"
 #include "sm90_ptx.cuh"

@@ -46,7 +46,7 @@
 
 #include <type_traits>
 
-#include "sm90_block_scaled_gemm.cuh"
+#include "sm90_gemm_common.cuh"
 
 namespace sgl_fp8::sm90 {
 
