@@ -110,7 +110,98 @@ def quantize_weight_blocks(weight: torch.Tensor, power_of_two_scales: bool = Fal
     return q, scale.contiguous()
 
 
-class Fp8BlockLinear(nn.Module):
+class BlockFp8WeightPreparation:
+    """Device preparation of an FP8 block-scale weight, shared by every module that holds one
+    under the checkpoint names ``weight`` (float8_e4m3fn [N, K]) and ``weight_scale_inv``
+    ([ceil(N/128), K/128], float32 or float8_e8m0fnu) and has ``out_features``/``in_features``:
+    :class:`Fp8BlockLinear` and the transformers integration
+    (``sglang_fp8ext.integrations.transformers``). This is the one implementation of it.
+
+    A user calls :meth:`_init_weight_preparation` once (from ``__init__``, or after re-classing an
+    existing module): it registers the non-persistent ``weight_scale_e8m0`` buffer and the
+    state-dict hooks that keep checkpoints in the plain layout.
+    """
+
+    def _init_weight_preparation(self) -> None:
+        self.register_buffer("weight_scale_e8m0", None, persistent=False)
+        self._shuffled = False
+        self._processed = False
+        # load_state_dict into a prepared module first undoes the preparation (see _unprocess);
+        # state_dict always exports the plain checkpoint layout.
+        self.register_load_state_dict_pre_hook(BlockFp8WeightPreparation._before_load_state_dict)
+        self.register_state_dict_post_hook(BlockFp8WeightPreparation._after_state_dict)
+
+    @property
+    def is_shuffled(self) -> bool:
+        """Whether ``weight`` is in AITER's (16,16) preshuffle layout (ROCm, after processing)."""
+        return self._shuffled
+
+    def _should_shuffle(self) -> bool:
+        # AITER-layout weights are what the ROCm kernels (ours and AITER's) read fastest; the sm_90
+        # kernel and the CPU read the plain layout.
+        return bool(getattr(torch.version, "hip", None)) and self.weight.device.type == "cuda"
+
+    def process_weights_after_loading(self) -> None:
+        """Prepare the loaded weight for the device it is on. Idempotent: a second call is a no-op
+        (re-loading a state dict resets it, so the next call prepares the new weight).
+
+        * ROCm GPU: the weight is AITER-shuffled in place of the plain one (``weight.is_shuffled``).
+        * ``SGLANG_DSV4_DENSE_MXSCALE`` enabled for this (N, K) and every fp32 block scale an exact
+          power of two: an e8m0 copy ``weight_scale_e8m0`` is stored and used by bf16/fp16
+          forwards; the fp32 ``weight_scale_inv`` is kept for inputs that arrive with fp32
+          scales. Scales that are not powers of two stay fp32 (logged at INFO with the reason).
+          A ``weight_scale_inv`` that already is e8m0 (a ue8m0 checkpoint) is used as it is.
+        * Otherwise (CPU, CUDA) nothing changes: those kernels read the plain weight.
+
+        Call it after moving the module to its final device: the preparation is device-specific.
+        """
+        if self._processed:
+            return
+        if self._should_shuffle() and not self._shuffled:
+            with torch.no_grad():
+                self.weight.data = shuffle_weight(self.weight.data)
+            self.weight.is_shuffled = True
+            self._shuffled = True
+        if self.weight_scale_inv.dtype == torch.float32 and switches.mxscale_enabled_for(
+            self.out_features, self.in_features
+        ):
+            try:
+                self.weight_scale_e8m0 = scale_to_e8m0(self.weight_scale_inv.detach())
+            except ValueError as err:
+                logger.info(
+                    "%s N=%d K=%d: SGLANG_DSV4_DENSE_MXSCALE is on but the block scales stay fp32: %s",
+                    type(self).__name__,
+                    self.out_features,
+                    self.in_features,
+                    err,
+                )
+        self._processed = True
+
+    def _unprocess(self) -> None:
+        """Back to the checkpoint state: plain weight layout, no e8m0 copy, not processed."""
+        if self._shuffled:
+            with torch.no_grad():
+                self.weight.data = unshuffle_weight(self.weight.data)
+            self.weight.is_shuffled = False
+            self._shuffled = False
+        self.weight_scale_e8m0 = None
+        self._processed = False
+
+    @staticmethod
+    def _before_load_state_dict(module, state_dict, prefix, *args) -> None:
+        # The checkpoint holds a plain weight and fp32 scales: loading it into a shuffled module
+        # (or one with a stale e8m0 copy) would mix layouts. Start from the checkpoint state.
+        module._unprocess()
+
+    @staticmethod
+    def _after_state_dict(module, state_dict, prefix, local_metadata) -> None:
+        # Export what a checkpoint holds: the plain layout, whatever the device preparation did.
+        key = prefix + "weight"
+        if module._shuffled and key in state_dict:
+            state_dict[key] = unshuffle_weight(state_dict[key])
+
+
+class Fp8BlockLinear(BlockFp8WeightPreparation, nn.Module):
     """``y = x @ dequant(weight).T + bias`` with an FP8 weight carrying one fp32 scale per 128x128
     block, computed by :func:`sglang_fp8ext.fp8_block_linear`.
 
@@ -157,13 +248,7 @@ class Fp8BlockLinear(nn.Module):
             self.bias = nn.Parameter(torch.full((out_features,), float("nan"), dtype=dtype, device=device), requires_grad=False)
         else:
             self.register_parameter("bias", None)
-        self.register_buffer("weight_scale_e8m0", None, persistent=False)
-        self._shuffled = False
-        self._processed = False
-        # load_state_dict into a prepared module first undoes the preparation (see _unprocess);
-        # state_dict always exports the plain checkpoint layout.
-        self.register_load_state_dict_pre_hook(Fp8BlockLinear._before_load_state_dict)
-        self.register_state_dict_post_hook(Fp8BlockLinear._after_state_dict)
+        self._init_weight_preparation()  # weight_scale_e8m0 buffer, layout flags, state-dict hooks
 
     # ---- construction from a float linear ------------------------------------------------------
 
@@ -195,72 +280,7 @@ class Fp8BlockLinear(nn.Module):
         module.train(linear.training)
         return module
 
-    # ---- preparation for the device ------------------------------------------------------------
-
-    @property
-    def is_shuffled(self) -> bool:
-        """Whether ``weight`` is in AITER's (16,16) preshuffle layout (ROCm, after processing)."""
-        return self._shuffled
-
-    def _should_shuffle(self) -> bool:
-        # AITER-layout weights are what the ROCm kernels (ours and AITER's) read fastest; the sm_90
-        # kernel and the CPU read the plain layout.
-        return bool(getattr(torch.version, "hip", None)) and self.weight.device.type == "cuda"
-
-    def process_weights_after_loading(self) -> None:
-        """Prepare the loaded weight for the device it is on. Idempotent: a second call is a no-op
-        (re-loading a state dict resets it, so the next call prepares the new weight).
-
-        * ROCm GPU: the weight is AITER-shuffled in place of the plain one (``weight.is_shuffled``).
-        * ``SGLANG_DSV4_DENSE_MXSCALE`` enabled for this (N, K) and every block scale an exact
-          power of two: an e8m0 copy ``weight_scale_e8m0`` is stored and used by bf16/fp16
-          forwards; the fp32 ``weight_scale_inv`` is kept for inputs that arrive with fp32
-          scales. Scales that are not powers of two stay fp32 (logged at INFO with the reason).
-        * Otherwise (CPU, CUDA) nothing changes: those kernels read the plain weight.
-
-        Call it after moving the module to its final device: the preparation is device-specific.
-        """
-        if self._processed:
-            return
-        if self._should_shuffle() and not self._shuffled:
-            with torch.no_grad():
-                self.weight.data = shuffle_weight(self.weight.data)
-            self.weight.is_shuffled = True
-            self._shuffled = True
-        if switches.mxscale_enabled_for(self.out_features, self.in_features):
-            try:
-                self.weight_scale_e8m0 = scale_to_e8m0(self.weight_scale_inv.detach())
-            except ValueError as err:
-                logger.info(
-                    "Fp8BlockLinear N=%d K=%d: SGLANG_DSV4_DENSE_MXSCALE is on but the block scales stay fp32: %s",
-                    self.out_features,
-                    self.in_features,
-                    err,
-                )
-        self._processed = True
-
-    def _unprocess(self) -> None:
-        """Back to the checkpoint state: plain weight layout, no e8m0 copy, not processed."""
-        if self._shuffled:
-            with torch.no_grad():
-                self.weight.data = unshuffle_weight(self.weight.data)
-            self.weight.is_shuffled = False
-            self._shuffled = False
-        self.weight_scale_e8m0 = None
-        self._processed = False
-
-    @staticmethod
-    def _before_load_state_dict(module, state_dict, prefix, *args) -> None:
-        # The checkpoint holds a plain weight and fp32 scales: loading it into a shuffled module
-        # (or one with a stale e8m0 copy) would mix layouts. Start from the checkpoint state.
-        module._unprocess()
-
-    @staticmethod
-    def _after_state_dict(module, state_dict, prefix, local_metadata) -> None:
-        # Export what a checkpoint holds: the plain layout, whatever the device preparation did.
-        key = prefix + "weight"
-        if module._shuffled and key in state_dict:
-            state_dict[key] = unshuffle_weight(state_dict[key])
+    # ---- preparation for the device: BlockFp8WeightPreparation (process_weights_after_loading) ----
 
     def _apply(self, fn, recurse=True):
         # Module.to(dtype) / .half() / .bfloat16() cast every floating-point tensor, and torch counts

@@ -1,0 +1,191 @@
+"""SGLang entry point: ``w8a8_block_fp8_linear`` with SGLang's own signature.
+
+SGLang's ``Fp8LinearMethod`` (``sglang/srt/layers/quantization/fp8.py``) picks one callable per
+method with ``dispatch_w8a8_block_fp8_linear`` (``fp8_utils.py``) and calls it from ``apply`` as
+
+    self.w8a8_block_fp8_linear(input=x, weight=layer.weight, block_size=self.weight_block_size,
+                               weight_scale=layer.weight_scale_inv, input_scale=None | x[1],
+                               bias=bias, **extra_kwargs)
+
+:func:`w8a8_block_fp8_linear` accepts exactly that call and runs :func:`sglang_fp8ext.fp8_block_linear`.
+:func:`install` makes a running SGLang dispatch its 128x128 block-FP8 linears here. SGLang is
+imported only inside :func:`install` (``tests/test_integration_engines.py`` checks the signature and
+the call site against the pinned SGLang release's source).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import List, Optional
+
+import torch
+
+from .. import switches
+from ..layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight
+from ..linear import fp8_block_linear
+
+logger = logging.getLogger("sglang_fp8ext")
+
+FP8 = torch.float8_e4m3fn
+E8M0 = torch.float8_e8m0fnu
+SUPPORTED_BLOCK_SIZE = [128, 128]
+
+__all__ = ["w8a8_block_fp8_linear", "dispatch", "install", "prepare_layer", "SUPPORTED_BLOCK_SIZE"]
+
+
+def check_block_size(block_size, who: str = "w8a8_block_fp8_linear") -> None:
+    """ValueError unless ``block_size`` is [128, 128] (a list, tuple or GroupShape-like pair)."""
+    try:
+        pair = [int(v) for v in block_size]
+    except TypeError:
+        pair = None
+    if pair != SUPPORTED_BLOCK_SIZE:
+        raise ValueError(
+            f"sglang_fp8ext {who}: block_size {block_size!r} is not supported; only 128x128 weight "
+            f"blocks ([128, 128], with 1x128 activation groups) are. Keep the engine's own kernel "
+            f"for this layer."
+        )
+
+
+def _scales(weight: torch.Tensor, weight_scale: torch.Tensor, input_scale: Optional[torch.Tensor]):
+    """(weight scale, input scale) in one format, as fp8_block_linear needs them.
+
+    bf16/fp16 input: SGLang's e8m0 copy ``weight._mxscale_w_scale`` (SGLANG_DSV4_DENSE_MXSCALE)
+    if the weight carries one, else ``weight_scale``. Pre-quantized input: e8m0 activation scales
+    pair with the e8m0 copy (or an e8m0 ``weight_scale``); every other mix is brought to fp32,
+    which is exact (e8m0 -> fp32 loses nothing)."""
+    if weight_scale.dtype not in (torch.float32, E8M0):
+        raise ValueError(
+            f"sglang_fp8ext w8a8_block_fp8_linear: weight_scale must be float32 (weight_scale_inv as "
+            f"loaded) or float8_e8m0fnu [ceil(N/128), K/128], got {weight_scale.dtype} "
+            f"{tuple(weight_scale.shape)} (a DeepGEMM-packed int32 scale cannot be read: skip "
+            f"SGLang's DeepGEMM scale requantization for layers served here)"
+        )
+    mx = getattr(weight, "_mxscale_w_scale", None)
+    if mx is not None and mx.dtype != E8M0:
+        mx = None
+    if input_scale is None:
+        return (mx if mx is not None else weight_scale), None
+    if input_scale.dtype not in (torch.float32, E8M0):
+        raise ValueError(
+            f"sglang_fp8ext w8a8_block_fp8_linear: input_scale must be float32 or float8_e8m0fnu "
+            f"[..., K/128] per-1x128-group scales, got {input_scale.dtype} {tuple(input_scale.shape)} "
+            f"(packed UE8M0 int32 scales from DeepGEMM's quant are not supported)"
+        )
+    if input_scale.dtype == E8M0:
+        if mx is not None:
+            return mx, input_scale
+        if weight_scale.dtype == E8M0:
+            return weight_scale, input_scale
+        return weight_scale, e8m0_to_scale(input_scale)
+    # fp32 activation scales
+    if weight_scale.dtype == E8M0:
+        return e8m0_to_scale(weight_scale), input_scale
+    return weight_scale, input_scale
+
+
+def w8a8_block_fp8_linear(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    block_size: List[int],
+    weight_scale: torch.Tensor,
+    input_scale: Optional[torch.Tensor] = None,
+    bias: Optional[torch.Tensor] = None,
+    *,
+    weight_bf16: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """SGLang's block-FP8 linear, computed by :func:`sglang_fp8ext.fp8_block_linear`.
+
+    input: ``[..., K]`` bf16/fp16, or float8_e4m3fn already quantized in 1x128 groups with
+    ``input_scale`` ``[..., K/128]`` (float32 or float8_e8m0fnu, any strides; SGLang's
+    fused RMSNorm/activation + quant producers pass it as ``x[1]``). weight: ``[N, K]``
+    float8_e4m3fn (``layer.weight``; AITER-shuffled if ``weight.is_shuffled``). block_size: must be
+    ``[128, 128]``. weight_scale: ``[ceil(N/128), K/128]`` float32 (``layer.weight_scale_inv``) or
+    float8_e8m0fnu. bias: ``[N]`` or None. weight_bf16: SGLang's optional bf16 copy of the weight
+    (only made for 32x32 blocks); accepted and ignored.
+
+    Returns ``[..., N]``: bf16 for pre-quantized input, else ``input.dtype`` (as SGLang's kernels).
+    """
+    del weight_bf16  # a cache of the same weight; the FP8 weight is what runs here
+    check_block_size(block_size)
+    ws, xs = _scales(weight, weight_scale, input_scale)
+    out_dtype = torch.bfloat16 if input_scale is not None else input.dtype
+    if bias is not None and bias.dtype != out_dtype:
+        bias = bias.to(out_dtype)  # SGLang adds the bias into the output in place (output += bias)
+    if input_scale is None:
+        return fp8_block_linear(input, weight, ws, None, bias)
+    if input.dtype != FP8:
+        raise ValueError(
+            f"sglang_fp8ext w8a8_block_fp8_linear: input_scale was given, so input must be "
+            f"float8_e4m3fn (pre-quantized), got {input.dtype}"
+        )
+    return fp8_block_linear(input, weight, ws, xs, bias, out_dtype=out_dtype)
+
+
+def dispatch(weight_block_size: Optional[List[int]] = None, act_scale_ue8m0: bool = False, *, fallback=None):
+    """What SGLang's ``dispatch_w8a8_block_fp8_linear(weight_block_size, act_scale_ue8m0)`` should
+    return: :func:`w8a8_block_fp8_linear` for ``[128, 128]`` blocks, else ``fallback(...)`` (SGLang's
+    own dispatch; without one, a ValueError naming the block size).
+
+    With ``act_scale_ue8m0`` (a ue8m0 checkpoint) activations are still quantized with fp32 scales
+    unless the layer carries an e8m0 weight scale (``prepare_layer`` under
+    SGLANG_DSV4_DENSE_MXSCALE); both are SPEC §3 quantizations."""
+    if weight_block_size is not None and [int(v) for v in weight_block_size] == SUPPORTED_BLOCK_SIZE:
+        return w8a8_block_fp8_linear
+    if fallback is not None:
+        return fallback(weight_block_size=weight_block_size, act_scale_ue8m0=act_scale_ue8m0)
+    check_block_size(weight_block_size, who="dispatch")  # raises
+    raise AssertionError("unreachable")
+
+
+def prepare_layer(layer: torch.nn.Module) -> None:
+    """Weight preparation for a layer served by :func:`w8a8_block_fp8_linear`, to run after SGLang's
+    ``process_weights_after_loading``: on a ROCm GPU the weight is AITER-(16,16)-shuffled in place
+    (``weight.is_shuffled = True``) unless already shuffled; if ``SGLANG_DSV4_DENSE_MXSCALE`` allows
+    this (N, K) and every block scale is a power of two, ``layer.weight._mxscale_w_scale`` (SGLang's
+    attribute for it) gets an e8m0 copy of ``layer.weight_scale_inv``. Idempotent."""
+    weight = layer.weight
+    n, k = weight.shape
+    on_rocm_gpu = bool(getattr(torch.version, "hip", None)) and weight.device.type == "cuda"
+    if on_rocm_gpu and not getattr(weight, "is_shuffled", False):
+        with torch.no_grad():
+            weight.copy_(shuffle_weight(weight.data))
+        weight.is_shuffled = True
+    if getattr(weight, "_mxscale_w_scale", None) is None and switches.mxscale_enabled_for(n, k):
+        scale = layer.weight_scale_inv.detach()
+        if scale.dtype == torch.float32:
+            try:
+                weight._mxscale_w_scale = scale_to_e8m0(scale)
+            except ValueError as err:
+                logger.info("sglang_fp8ext: SGLANG_DSV4_DENSE_MXSCALE on, N=%d K=%d keeps fp32 scales: %s", n, k, err)
+
+
+def install() -> None:
+    """Route a running SGLang's 128x128 block-FP8 linears here (other block sizes keep SGLang's
+    kernels). Call it in every process that builds the model, before the model is loaded: SGLang
+    starts its scheduler/TP workers as spawned processes, so put the call in a ``sitecustomize.py``
+    on their PYTHONPATH (docs/integration.md). Idempotent.
+
+    It replaces ``dispatch_w8a8_block_fp8_linear`` as ``Fp8LinearMethod.__init__`` sees it (the name
+    imported into ``sglang.srt.layers.quantization.fp8``) and runs :func:`prepare_layer` after
+    ``Fp8LinearMethod.process_weights_after_loading`` for the layers it serves."""
+    import sglang.srt.layers.quantization.fp8 as sgl_fp8  # noqa: PLC0415  (only when installing)
+
+    if getattr(sgl_fp8, "_sglang_fp8ext_installed", False):
+        return
+    original_dispatch = sgl_fp8.dispatch_w8a8_block_fp8_linear
+    sgl_fp8.dispatch_w8a8_block_fp8_linear = functools.partial(dispatch, fallback=original_dispatch)
+
+    method = sgl_fp8.Fp8LinearMethod
+    original_process = method.process_weights_after_loading
+
+    @functools.wraps(original_process)
+    def process_weights_after_loading(self, layer):
+        result = original_process(self, layer)
+        if getattr(self, "w8a8_block_fp8_linear", None) is w8a8_block_fp8_linear:
+            prepare_layer(layer)
+        return result
+
+    method.process_weights_after_loading = process_weights_after_loading
+    sgl_fp8._sglang_fp8ext_installed = True
