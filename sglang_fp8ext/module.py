@@ -110,6 +110,36 @@ def quantize_weight_blocks(weight: torch.Tensor, power_of_two_scales: bool = Fal
     return q, scale.contiguous()
 
 
+def wants_shuffled_weight(weight: torch.Tensor) -> bool:
+    """Whether a weight on this device is best kept in AITER's (16,16) preshuffle layout: on a ROCm
+    GPU, where the kernels (ours and AITER's) read it fastest; the sm_90 kernels and the CPU read
+    the plain layout."""
+    return bool(getattr(torch.version, "hip", None)) and weight.device.type == "cuda"
+
+
+def shuffle_in_place_if_wanted(weight: torch.Tensor) -> None:
+    """AITER-shuffle an engine's weight Parameter in place where ``wants_shuffled_weight`` says so
+    and it is not shuffled yet (``weight.is_shuffled`` marks it, as AITER does)."""
+    if wants_shuffled_weight(weight) and not getattr(weight, "is_shuffled", False):
+        with torch.no_grad():
+            weight.copy_(shuffle_weight(weight.data))
+        weight.is_shuffled = True
+
+
+def e8m0_scale_if_enabled(weight_scale: torch.Tensor, n: int, k: int, who: str) -> Optional[torch.Tensor]:
+    """The e8m0 copy of fp32 block scales that weight preparation keeps where
+    ``SGLANG_DSV4_DENSE_MXSCALE`` allows it for (N, K) and every scale is an exact power of two;
+    None otherwise (scales that are not powers of two are logged at INFO with the reason)."""
+    if weight_scale.dtype != torch.float32 or not switches.mxscale_enabled_for(n, k):
+        return None
+    try:
+        return scale_to_e8m0(weight_scale.detach())
+    except ValueError as err:
+        logger.info("%s N=%d K=%d: SGLANG_DSV4_DENSE_MXSCALE is on but the block scales stay fp32: %s",
+                    who, n, k, err)
+        return None
+
+
 class BlockFp8WeightPreparation:
     """Device preparation of an FP8 block-scale weight, shared by every module that holds one
     under the checkpoint names ``weight`` (float8_e4m3fn [N, K]) and ``weight_scale_inv``
@@ -137,9 +167,7 @@ class BlockFp8WeightPreparation:
         return self._shuffled
 
     def _should_shuffle(self) -> bool:
-        # AITER-layout weights are what the ROCm kernels (ours and AITER's) read fastest; the sm_90
-        # kernel and the CPU read the plain layout.
-        return bool(getattr(torch.version, "hip", None)) and self.weight.device.type == "cuda"
+        return wants_shuffled_weight(self.weight)
 
     def process_weights_after_loading(self) -> None:
         """Prepare the loaded weight for the device it is on. Idempotent: a second call is a no-op
@@ -162,19 +190,9 @@ class BlockFp8WeightPreparation:
                 self.weight.data = shuffle_weight(self.weight.data)
             self.weight.is_shuffled = True
             self._shuffled = True
-        if self.weight_scale_inv.dtype == torch.float32 and switches.mxscale_enabled_for(
-            self.out_features, self.in_features
-        ):
-            try:
-                self.weight_scale_e8m0 = scale_to_e8m0(self.weight_scale_inv.detach())
-            except ValueError as err:
-                logger.info(
-                    "%s N=%d K=%d: SGLANG_DSV4_DENSE_MXSCALE is on but the block scales stay fp32: %s",
-                    type(self).__name__,
-                    self.out_features,
-                    self.in_features,
-                    err,
-                )
+        e8m0 = e8m0_scale_if_enabled(self.weight_scale_inv, self.out_features, self.in_features, type(self).__name__)
+        if e8m0 is not None:
+            self.weight_scale_e8m0 = e8m0
         self._processed = True
 
     def _unprocess(self) -> None:

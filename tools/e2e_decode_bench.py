@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 import torch
@@ -38,6 +37,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))  # the decode harness shared wit
 sys.path.append(REPO)  # the source tree's package when none is installed (an installed one wins)
 
 import qwen3_decode as qd  # noqa: E402
+from sglang_fp8ext.bench import git_commit  # noqa: E402
 
 PROMPT_LEN = 16
 
@@ -69,16 +69,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
-
-def git_revision() -> str:
-    if os.environ.get("SGL_FP8_GIT"):
-        return os.environ["SGL_FP8_GIT"]
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 @torch.no_grad()
@@ -141,7 +131,7 @@ def main(argv=None) -> int:
     result = dict(
         device=torch.cuda.get_device_name(),
         torch=torch.__version__,
-        git=git_revision(),
+        git=git_commit(),
         config=dict(dims, replays=args.replays, prompt_len=PROMPT_LEN),
         rows=rows,
     )

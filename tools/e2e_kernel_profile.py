@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     models = {"fp8": qd.fp8_copy(model)[0] if "fp8" in args.models else None, "bf16": model}
     rows = [profile_step(models[name], name, b, args.replays, args.warmup, qd.BENCH["vocab_size"], args.seed)
             for name in args.models for b in args.batches]
-    result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, git=e2e.git_revision(), rows=rows)
+    result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, git=e2e.git_commit(), rows=rows)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     for row in rows:

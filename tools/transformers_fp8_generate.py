@@ -51,7 +51,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +63,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))  # the decode harness shared wit
 sys.path.append(REPO)  # the source tree's package when none is installed (an installed one wins)
 
 import qwen3_decode as qd  # noqa: E402
+from sglang_fp8ext.bench import git_commit  # noqa: E402
 
 CONFIGS = {"bench": qd.BENCH, "small": qd.SMALL}
 OWN_PATH_TIMEOUT_S = 120
@@ -96,16 +96,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-cosine", type=float, default=0.95, help="fail below this FP8-vs-bf16 logits cosine (default: %(default)s)")
     return p.parse_args(argv)
 
-
-def git_revision() -> str:
-    if os.environ.get("SGL_FP8_GIT"):
-        return os.environ["SGL_FP8_GIT"]
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def first_line(err: BaseException) -> str:
@@ -396,7 +386,7 @@ def main(argv=None) -> int:
         "device_name": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "git": git_revision(),
+        "git": git_commit(),
         "config": args.config,
         "dims": CONFIGS[args.config],
         "batch": args.batch,

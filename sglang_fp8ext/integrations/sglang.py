@@ -16,16 +16,14 @@ the call site against the pinned SGLang release's source).
 from __future__ import annotations
 
 import functools
-import logging
 from typing import List, Optional
 
 import torch
 
-from .. import switches
-from ..layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight
+from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
+from ..module import e8m0_scale_if_enabled, shuffle_in_place_if_wanted
 
-logger = logging.getLogger("sglang_fp8ext")
 
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu
@@ -147,18 +145,11 @@ def prepare_layer(layer: torch.nn.Module) -> None:
     attribute for it) gets an e8m0 copy of ``layer.weight_scale_inv``. Idempotent."""
     weight = layer.weight
     n, k = weight.shape
-    on_rocm_gpu = bool(getattr(torch.version, "hip", None)) and weight.device.type == "cuda"
-    if on_rocm_gpu and not getattr(weight, "is_shuffled", False):
-        with torch.no_grad():
-            weight.copy_(shuffle_weight(weight.data))
-        weight.is_shuffled = True
-    if getattr(weight, "_mxscale_w_scale", None) is None and switches.mxscale_enabled_for(n, k):
-        scale = layer.weight_scale_inv.detach()
-        if scale.dtype == torch.float32:
-            try:
-                weight._mxscale_w_scale = scale_to_e8m0(scale)
-            except ValueError as err:
-                logger.info("sglang_fp8ext: SGLANG_DSV4_DENSE_MXSCALE on, N=%d K=%d keeps fp32 scales: %s", n, k, err)
+    shuffle_in_place_if_wanted(weight)
+    if getattr(weight, "_mxscale_w_scale", None) is None:
+        e8m0 = e8m0_scale_if_enabled(layer.weight_scale_inv, n, k, "SGLang layer")
+        if e8m0 is not None:
+            weight._mxscale_w_scale = e8m0
 
 
 def install() -> None:

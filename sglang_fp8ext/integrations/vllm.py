@@ -23,17 +23,15 @@ imported only inside :func:`vllm_kernel_class` / :func:`install`.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Optional
 
 import torch
 
-from .. import switches
-from ..layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight
+from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
+from ..module import e8m0_scale_if_enabled, shuffle_in_place_if_wanted
 from ..ops import scaled_gemm
 
-logger = logging.getLogger("sglang_fp8ext")
 
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu
@@ -184,18 +182,11 @@ class Fp8ExtBlockScaledMMKernel:
         (in ``layer._sglang_fp8ext_scale_e8m0``). The weight and scale keep vLLM's names. Idempotent."""
         weight = layer.weight
         n, k = weight.shape
-        on_rocm_gpu = bool(getattr(torch.version, "hip", None)) and weight.device.type == "cuda"
-        if on_rocm_gpu and not getattr(weight, "is_shuffled", False):
-            with torch.no_grad():
-                weight.copy_(shuffle_weight(weight.data))
-            weight.is_shuffled = True
-        scale = getattr(layer, self._scale_name(layer))
-        if (getattr(layer, E8M0_ATTR, None) is None and scale.dtype == torch.float32
-                and switches.mxscale_enabled_for(n, k)):
-            try:
-                setattr(layer, E8M0_ATTR, scale_to_e8m0(scale.detach()))
-            except ValueError as err:
-                logger.info("sglang_fp8ext: SGLANG_DSV4_DENSE_MXSCALE on, N=%d K=%d keeps fp32 scales: %s", n, k, err)
+        shuffle_in_place_if_wanted(weight)
+        if getattr(layer, E8M0_ATTR, None) is None:
+            e8m0 = e8m0_scale_if_enabled(getattr(layer, self._scale_name(layer)), n, k, "vLLM layer")
+            if e8m0 is not None:
+                setattr(layer, E8M0_ATTR, e8m0)
 
     def apply_weights(
         self,
