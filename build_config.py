@@ -10,6 +10,17 @@ from pathlib import Path
 # on a C++17 torch made libstdc++'s ostream code in our library crash in error messages.
 CXX_FLAGS = ["-O3"]
 
+# The glue is written against the LibTorch stable ABI (torch/csrc/stable, torch/headeronly) and
+# CPython's limited API, so one wheel loads under every torch from this version on: 2.11 is the
+# first whose stable ABI has float8_e8m0fnu. The oldest CPython the abi3 wheel supports is 3.10.
+TORCH_TARGET_VERSION = (2, 11)
+MIN_TORCH = ".".join(map(str, TORCH_TARGET_VERSION))
+PY_LIMITED_API = "cp310"
+STABLE_ABI_FLAGS = ["-DTORCH_TARGET_VERSION=0x{:02x}{:02x}000000000000".format(*TORCH_TARGET_VERSION)]
+# The stable shim declares its CUDA entry points (the current-stream getter) only under
+# USE_CUDA; a ROCm torch serves HIP through the same entry points.
+GPU_GLUE_FLAGS = ["-DUSE_CUDA"]
+
 # sm_90a: Hopper's own instructions (setmaxnreg, wgmma) need the 'a' target; the -gencode form
 # is the one that assembles for it with nvcc 13.0.
 # The .cu kernel translation units include no torch header, so their standard is ours to pick.

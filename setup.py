@@ -5,6 +5,9 @@ The backend is chosen by the torch that is installed (SPEC §1):
   * torch with ROCm  -> CPU ops + gfx950 HIP kernels (kernels/gfx950), for PYTORCH_ROCM_ARCH
   * CPU-only torch   -> CPU ops only
 SGL_FP8_BUILD=cpu forces the CPU-only library on any torch. Nothing is compiled at import time.
+
+The glue uses only the LibTorch stable ABI and CPython's limited API (build_config), so the
+wheel is abi3 and loads under every torch >= build_config.MIN_TORCH of the same kind.
 """
 
 import os
@@ -23,7 +26,7 @@ try:
     from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 except ImportError as e:  # pragma: no cover - the message is the point
     raise SystemExit(
-        "sglang-fp8ext builds against the installed torch (>= 2.9): install torch first, "
+        f"sglang-fp8ext builds against the installed torch (>= {build_config.MIN_TORCH}): install torch first, "
         "then build with `pip install --no-build-isolation .`"
     ) from e
 
@@ -34,39 +37,35 @@ def relative(paths):
 
 def make_extension():
     backend = build_config.select_backend(torch, os.environ)
-    cxx_flags = build_config.CXX_FLAGS + ["-fopenmp"]
+    cxx_flags = build_config.CXX_FLAGS + build_config.STABLE_ABI_FLAGS
     sources = relative(build_config.sources_for(backend, ROOT))
-    include_dirs = [str(ROOT)]
+    common = dict(include_dirs=[str(ROOT)], py_limited_api=True)
     if backend == "cpu":
-        return backend, CppExtension(
-            "sglang_fp8ext._C",
-            sources,
-            include_dirs=include_dirs,
-            extra_compile_args={"cxx": cxx_flags},
-            extra_link_args=["-fopenmp"],
-        )
+        return backend, CppExtension("sglang_fp8ext._C", sources, extra_compile_args={"cxx": cxx_flags}, **common)
+    # No -lcuda: the kernels look the driver entry point up at run time, so the library builds
+    # (and imports) on a machine without a driver.
     if backend == "cuda":
         return backend, CUDAExtension(
             "sglang_fp8ext._C",
             sources,
-            include_dirs=include_dirs,
             extra_compile_args={
-                "cxx": cxx_flags + ["-DSGL_FP8_WITH_CUDA", '-DSGL_FP8_DEVICE_ARCHS="sm_90a"'],
+                "cxx": cxx_flags + build_config.GPU_GLUE_FLAGS
+                + ["-DSGL_FP8_WITH_CUDA", '-DSGL_FP8_DEVICE_ARCHS="sm_90a"'],
                 "nvcc": build_config.NVCC_FLAGS,
             },
-            extra_link_args=["-fopenmp", "-lcuda"],
+            **common,
         )
     arch_list = build_config.rocm_arch_list(os.environ)
     os.environ["PYTORCH_ROCM_ARCH"] = ";".join(arch_list)
     return backend, CUDAExtension(
         "sglang_fp8ext._C",
         sources,
-        include_dirs=include_dirs,
         extra_compile_args={
-            "cxx": cxx_flags + ["-DSGL_FP8_WITH_HIP", f'-DSGL_FP8_DEVICE_ARCHS="{",".join(arch_list)}"'],
+            "cxx": cxx_flags + build_config.GPU_GLUE_FLAGS
+            + ["-DSGL_FP8_WITH_HIP", f'-DSGL_FP8_DEVICE_ARCHS="{",".join(arch_list)}"'],
             "nvcc": build_config.hipcc_flags(arch_list),
         },
-        extra_link_args=["-fopenmp"],
+        **common,
     )
 
 
@@ -79,4 +78,5 @@ setup(
     package_data={"sglang_fp8ext": ["configs/*.json"]},
     ext_modules=[extension],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    options={"bdist_wheel": {"py_limited_api": build_config.PY_LIMITED_API}},
 )

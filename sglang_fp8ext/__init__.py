@@ -8,6 +8,8 @@ import os
 
 import torch  # noqa: F401  (loads libtorch, which the compiled library links against)
 
+from . import schemas  # noqa: F401  (the op schemas: defined before the library registers kernels for them)
+
 try:
     from . import _C
 except ImportError as error:  # say which of the two usual causes it is, not Python's "circular import"
@@ -18,8 +20,9 @@ except ImportError as error:  # say which of the two usual causes it is, not Pyt
             "with `pip install --no-build-isolation .` (`-e .` in a source checkout; docs/building.md)"
         ) from error
     raise ImportError(
-        f"sglang_fp8ext: its compiled library did not load ({error}); a library built against another torch "
-        f"than the installed {torch.__version__} must be rebuilt (docs/building.md)"
+        f"sglang_fp8ext: its compiled library did not load ({error}); it needs torch >= 2.11 and a torch of "
+        f"the same kind (CPU, CUDA 13, ROCm) as the one it was built for; installed: torch {torch.__version__} "
+        "(docs/building.md)"
     ) from error
 from . import reference  # noqa: F401  (registers the fallback ops the GPU glue redispatches to)
 from .layout import e8m0_to_scale, scale_to_e8m0, shuffle_weight, unshuffle_weight

@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _C  # noqa: F401  (loads the library: registers the schemas and kernels)
+from . import _C  # noqa: F401  (loads the library: registers the kernels for schemas.py's schemas)
 
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C  # noqa: F401  (the sgl_fp8 library must exist before fragments are added)
+from . import schemas  # noqa: F401  (the sgl_fp8 library must exist before fragments are added)
 
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu

@@ -1,14 +1,11 @@
 // GPU backend glue of the sgl_fp8 ops (CUDA builds; ROCm builds get it hipified by torch's
-// build): validation (op_checks.h), output allocation with torch's allocator (graph-pool
-// safe), the current stream, and the launchers of kernels/common/gpu_launch.h.
+// build), on the LibTorch stable ABI: validation (op_checks.h), output allocation with torch's
+// allocator (graph-pool safe), the current stream, and the launchers of
+// kernels/common/gpu_launch.h.
 //
 // Nothing here synchronizes the device or allocates outside torch; the only device queries are
 // cached once per device (device_supported) on the first call.
-#include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/accelerator.h>
 
 #include <array>
 #include <atomic>
@@ -23,14 +20,14 @@
 namespace sgl_fp8 {
 namespace {
 
-ElemType elem_type_of(at::ScalarType t) {
+ElemType elem_type_of(ScalarType t) {
   switch (t) {
-    case at::kBFloat16: return ElemType::kBF16;
-    case at::kHalf: return ElemType::kFP16;
-    case at::kFloat8_e4m3fn: return ElemType::kE4M3;
-    case at::kFloat: return ElemType::kFP32;
-    case at::kFloat8_e8m0fnu: return ElemType::kE8M0;
-    default: TORCH_CHECK(false, "sgl_fp8: unsupported dtype ", c10::toString(t));
+    case ScalarType::BFloat16: return ElemType::kBF16;
+    case ScalarType::Half: return ElemType::kFP16;
+    case ScalarType::Float8_e4m3fn: return ElemType::kE4M3;
+    case ScalarType::Float: return ElemType::kFP32;
+    case ScalarType::Float8_e8m0fnu: return ElemType::kE8M0;
+    default: throw std::runtime_error("sgl_fp8: unsupported dtype " + dtype_name(t));
   }
 }
 
@@ -38,14 +35,14 @@ ElemType elem_type_of(at::ScalarType t) {
 // has none (a gfx950 wheel on an MI300, an sm_90a build on an A100), the ops warn once and run
 // the pure-torch reference implementation registered by sglang_fp8ext/reference.py instead:
 // correct, slow.
-bool runs_reference(const char* op, const at::Tensor& t) {
-  TORCH_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", device_str(t));
+bool runs_reference(const char* op, const Tensor& t) {
+  SGL_CHECK(t.is_cuda(), op, ": expected a GPU tensor, got one on ", device_str(t));
   static std::mutex mutex;
   static std::array<int8_t, 64> state{};  // 0 unknown, 1 supported, -1 not
   static std::array<const char*, 64> reason{};
   static std::atomic<bool> warned{false};
   const int index = t.get_device();
-  TORCH_CHECK(index >= 0 && index < 64, op, ": device index ", num(int64_t(index)), " out of range");
+  SGL_CHECK(index >= 0 && index < 64, op, ": device index ", num(int64_t(index)), " out of range");
   if (state[index] == 0) {
     std::lock_guard<std::mutex> lock(mutex);
     const char* why = nullptr;
@@ -57,35 +54,50 @@ bool runs_reference(const char* op, const at::Tensor& t) {
   }
   if (state[index] == 1) return false;
   if (!warned.exchange(true)) {
-    TORCH_WARN("sglang_fp8ext: ", reason[index] ? reason[index] : "no kernels for this device", " (", device_str(t),
-               "); the sgl_fp8 ops run their pure-torch reference implementation there (correct, slow)");
+    const std::string message = concat({"sglang_fp8ext: ", reason[index] ? reason[index] : "no kernels for this device",
+                                        " (", device_str(t),
+                                        "); the sgl_fp8 ops run their pure-torch reference implementation there "
+                                        "(correct, slow)"});
+    aoti_torch_warn(op, __FILE__, __LINE__, message.c_str());  // a Python UserWarning
   }
   return true;
 }
 
-// The reference implementation of `name`, registered from Python at `import sglang_fp8ext`.
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> reference_op(const char* name) {
-  return c10::Dispatcher::singleton()
-      .findSchemaOrThrow(name, "")
-      .typed<Signature>();
+// Calls the reference implementation `name` (registered from Python at `import sglang_fp8ext`)
+// through the dispatcher with the given arguments and returns its `Outputs` results.
+template <size_t Outputs, typename... Args>
+std::array<Tensor, Outputs> call_reference(const char* name, const Args&... args) {
+  constexpr size_t kSlots = sizeof...(Args) > Outputs ? sizeof...(Args) : Outputs;
+  std::array<StableIValue, kSlots> stack{torch::stable::detail::from(args)...};
+  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "", stack.data(), TORCH_ABI_VERSION));
+  std::array<Tensor, Outputs> out;
+  for (size_t i = 0; i < Outputs; ++i) out[i] = torch::stable::detail::to<Tensor>(stack[i]);
+  return out;
 }
 
 void check_launch(const char* op, const char* error) {
-  TORCH_CHECK(error == nullptr, op, ": kernel launch failed: ", error);
+  if (error != nullptr) throw std::runtime_error(concat({op, ": kernel launch failed: ", error}));
 }
 
 // The kernels read activations 16 bytes at a time. A view whose base or row stride breaks
 // 16-byte alignment, or whose rows lie kMaxActivationRowBytes or more apart, is copied to a fresh
 // contiguous tensor first (activations are small; the weight is never copied).
-at::Tensor with_aligned_rows(const at::Tensor& rows) {
+Tensor with_aligned_rows(const Tensor& rows) {
   const bool base_aligned = reinterpret_cast<uintptr_t>(rows.const_data_ptr()) % 16 == 0;
-  const int64_t row_bytes = rows.stride(0) * rows.element_size();
+  const int64_t row_bytes = rows.stride(0) * int64_t(rows.element_size());
   const bool stride_aligned = rows.size(0) <= 1 || (row_bytes % 16 == 0 && row_bytes < kMaxActivationRowBytes);
-  return base_aligned && stride_aligned ? rows : rows.contiguous();
+  return base_aligned && stride_aligned ? rows : torch::stable::contiguous(rows);
 }
 
-void* current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+// The current stream of the tensor's device (a HIP stream on ROCm builds).
+void* current_stream(const Tensor& t) {
+  void* stream = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
+  return stream;
+}
+
+// Makes the tensor's device current for the kernels' runtime calls, restored on scope exit.
+using DeviceGuard = torch::stable::accelerator::DeviceGuard;
 
 // SGL_FP8_PDL=0 turns off programmatic dependent launch (the GEMM then waits for the previous
 // kernel before streaming its weight). Read per call: a serving process can flip it.
@@ -96,18 +108,18 @@ bool early_weight_prefetch_enabled() {
 
 // ---- per1x128_quant -----------------------------------------------------------------------------
 
-std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool ue8m0, bool transpose_scale) {
+std::tuple<Tensor, Tensor> per1x128_quant_gpu(Tensor x, bool ue8m0, bool transpose_scale) {
   constexpr const char* op = "sgl_fp8::per1x128_quant";
   check_quant_args(x, transpose_scale);
-  if (runs_reference(op, x))
-    return reference_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, bool, bool)>(
-               "sgl_fp8::_reference_per1x128_quant")
-        .call(x, ue8m0, transpose_scale);
-  const c10::cuda::CUDAGuard guard(x.device());
+  if (runs_reference(op, x)) {
+    auto [q, scale] = call_reference<2>("sgl_fp8::_reference_per1x128_quant", x, ue8m0, transpose_scale);
+    return {q, scale};
+  }
+  const DeviceGuard guard(x.get_device_index());
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, transpose_scale);
   if (q.numel() == 0) return {q, scale};
-  const at::Tensor rows = with_aligned_rows(as_rows(x));
-  const at::Tensor scale2 = scale.dim() == 2 ? scale : scale.view({-1, scale.size(-1)});
+  const Tensor rows = with_aligned_rows(as_rows(x));
+  const Tensor scale2 = scale_rows(scale);
   QuantParams p;
   p.x = rows.const_data_ptr();
   p.x_type = elem_type_of(x.scalar_type());
@@ -115,37 +127,36 @@ std::tuple<at::Tensor, at::Tensor> per1x128_quant_gpu(const at::Tensor& x, bool 
   p.K = rows.size(1);
   p.x_row_stride = rows.stride(0);
   p.ue8m0 = ue8m0;
-  p.q = reinterpret_cast<uint8_t*>(q.data_ptr());
+  p.q = static_cast<uint8_t*>(q.data_ptr());
   p.scale = scale2.data_ptr();
   p.scale_stride_row = scale2.stride(0);
   p.scale_stride_group = scale2.stride(1);
-  check_launch(op, launch_per1x128_quant(p, current_stream()));
+  check_launch(op, launch_per1x128_quant(p, current_stream(x)));
   return {q, scale};
 }
 
 // ---- GEMMs --------------------------------------------------------------------------------------
 
-// The private op's config list: none (or empty), or exactly kGemmConfigFields integers in
-// GemmConfig's field order (sglang_fp8ext/kernel_config.py KernelConfig.op_args), each checked here.
-GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
+// The private op's config list: empty, or exactly kGemmConfigFields integers in GemmConfig's
+// field order (sglang_fp8ext/kernel_config.py KernelConfig.op_args), each checked here.
+GemmConfig config_from(const std::vector<int64_t>& v) {
   GemmConfig c;
-  if (!config.has_value() || config->empty()) return c;
-  const at::IntArrayRef v = *config;
-  // Numbers go through num() (op_checks.h), never through an ostream: see op_checks.h.
-  TORCH_CHECK(v.size() == size_t(kGemmConfigFields), "sgl_fp8: a GEMM config has exactly " + num(int64_t(kGemmConfigFields)) +
-                                                         " fields (engine, k_split, copy_blocks, early_copies, "
-                                                         "pair_activations, ctas_per_sm, staging_stages, "
-                                                         "tiles_per_wave), got " + num(int64_t(v.size())));
-  TORCH_CHECK(v[0] >= 0 && v[0] <= 3,
-              "sgl_fp8: GEMM config field 'engine' must be 0..3 (auto, wgmma, general, register_fed), got " + num(v[0]));
-  TORCH_CHECK(v[4] >= 0 && v[4] <= 2,
-              "sgl_fp8: GEMM config field 'pair_activations' must be 0..2 (auto, on, off), got " + num(v[4]));
+  if (v.empty()) return c;
+  SGL_CHECK(v.size() == size_t(kGemmConfigFields), "sgl_fp8: a GEMM config has exactly ",
+            num(int64_t(kGemmConfigFields)),
+            " fields (engine, k_split, copy_blocks, early_copies, pair_activations, ctas_per_sm, staging_stages, "
+            "tiles_per_wave), got ",
+            num(int64_t(v.size())));
+  SGL_CHECK(v[0] >= 0 && v[0] <= 3,
+            "sgl_fp8: GEMM config field 'engine' must be 0..3 (auto, wgmma, general, register_fed), got ", num(v[0]));
+  SGL_CHECK(v[4] >= 0 && v[4] <= 2, "sgl_fp8: GEMM config field 'pair_activations' must be 0..2 (auto, on, off), got ",
+            num(v[4]));
   static const char* const kNames[kGemmConfigFields] = {
       "engine", "k_split", "copy_blocks", "early_copies", "pair_activations", "ctas_per_sm", "staging_stages",
       "tiles_per_wave"};
   for (int i = 0; i < kGemmConfigFields; ++i)
-    TORCH_CHECK(v[i] >= 0 && v[i] < 65536,
-                "sgl_fp8: GEMM config field '" + std::string(kNames[i]) + "' must be in [0, 65536), got " + num(v[i]));
+    SGL_CHECK(v[i] >= 0 && v[i] < 65536, "sgl_fp8: GEMM config field '", kNames[i], "' must be in [0, 65536), got ",
+              num(v[i]));
   c.engine = static_cast<GemmEngine>(v[0]);
   c.k_split = int32_t(v[1]);
   c.copy_blocks = int32_t(v[2]);
@@ -157,13 +168,13 @@ GemmConfig config_from(const c10::optional<at::IntArrayRef>& config) {
   return c;
 }
 
-at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, const c10::optional<at::Tensor>& x_scale,
-                    const at::Tensor& w, bool w_shuffled, const at::Tensor& w_scale,
-                    const c10::optional<at::Tensor>& bias, at::ScalarType out_dtype, const GemmConfig& config) {
-  const c10::cuda::CUDAGuard guard(x_in.device());
-  at::Tensor out = at::empty({s.M, s.N}, x_in.options().dtype(out_dtype));
+Tensor run_gemm(const char* op, const GemmShape& s, const Tensor& x_in, const std::optional<Tensor>& x_scale,
+                const Tensor& w, bool w_shuffled, const Tensor& w_scale, const std::optional<Tensor>& bias,
+                ScalarType out_dtype, const GemmConfig& config) {
+  const DeviceGuard guard(x_in.get_device_index());
+  Tensor out = empty_like_device({s.M, s.N}, out_dtype, x_in);
   if (s.M == 0) return out;
-  const at::Tensor x = with_aligned_rows(x_in);
+  const Tensor x = with_aligned_rows(x_in);
   GemmParams p;
   p.x = x.const_data_ptr();
   p.x_row_stride = x.stride(0);
@@ -173,7 +184,7 @@ at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, 
     p.x_scale_stride_m = x_scale->stride(0);
     p.x_scale_stride_kb = x_scale->stride(1);
   }
-  p.w = reinterpret_cast<const uint8_t*>(w.const_data_ptr());
+  p.w = static_cast<const uint8_t*>(w.const_data_ptr());
   p.w_shuffled = w_shuffled;
   p.w_scale = w_scale.const_data_ptr();
   p.e8m0 = s.e8m0;
@@ -185,104 +196,97 @@ at::Tensor run_gemm(const char* op, const GemmShape& s, const at::Tensor& x_in, 
   p.K = s.K;
   p.config = config;
   p.allow_early_weight_prefetch = early_weight_prefetch_enabled();
-  check_launch(op, launch_block_scaled_gemm(p, current_stream()));
+  check_launch(op, launch_block_scaled_gemm(p, current_stream(x_in)));
   return out;
 }
 
-using SmallmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
-                                   const c10::optional<at::Tensor>&);
-
-at::Tensor smallm_gemm_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale, bool w_shuffled,
-                           const c10::optional<at::Tensor>& bias) {
+Tensor smallm_gemm_gpu(Tensor x, Tensor w, Tensor w_scale, bool w_shuffled, std::optional<Tensor> bias) {
   const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
   if (runs_reference("sgl_fp8::smallm_gemm", x))
-    return reference_op<SmallmSignature>("sgl_fp8::_reference_smallm_gemm").call(x, w, w_scale, w_shuffled, bias);
-  return run_gemm("sgl_fp8::smallm_gemm", s, x, c10::nullopt, w, w_shuffled, w_scale, bias, x.scalar_type(), {});
+    return call_reference<1>("sgl_fp8::_reference_smallm_gemm", x, w, w_scale, w_shuffled, bias)[0];
+  return run_gemm("sgl_fp8::smallm_gemm", s, x, std::nullopt, w, w_shuffled, w_scale, bias, x.scalar_type(), {});
 }
 
-at::Tensor smallm_gemm_configured_gpu(const at::Tensor& x, const at::Tensor& w, const at::Tensor& w_scale,
-                                      bool w_shuffled, const c10::optional<at::Tensor>& bias, at::IntArrayRef config) {
+Tensor smallm_gemm_configured_gpu(Tensor x, Tensor w, Tensor w_scale, bool w_shuffled, std::optional<Tensor> bias,
+                                  std::vector<int64_t> config) {
   const GemmShape s = check_smallm_gemm_args(x, w, w_scale, bias);
   if (runs_reference("sgl_fp8::_smallm_gemm_configured", x))
-    return reference_op<SmallmSignature>("sgl_fp8::_reference_smallm_gemm").call(x, w, w_scale, w_shuffled, bias);
-  return run_gemm("sgl_fp8::_smallm_gemm_configured", s, x, c10::nullopt, w, w_shuffled, w_scale, bias,
+    return call_reference<1>("sgl_fp8::_reference_smallm_gemm", x, w, w_scale, w_shuffled, bias)[0];
+  return run_gemm("sgl_fp8::_smallm_gemm_configured", s, x, std::nullopt, w, w_shuffled, w_scale, bias,
                   x.scalar_type(), config_from(config));
 }
 
-at::Tensor scaled_gemm_gpu(const at::Tensor& xq, const at::Tensor& x_scale, const at::Tensor& w,
-                           const at::Tensor& w_scale, bool w_shuffled, c10::optional<at::ScalarType> out_dtype,
-                           const c10::optional<at::Tensor>& bias) {
-  const at::ScalarType out_type = scaled_gemm_out_dtype(out_dtype);
+Tensor scaled_gemm_gpu(Tensor xq, Tensor x_scale, Tensor w, Tensor w_scale, bool w_shuffled,
+                       std::optional<ScalarType> out_dtype, std::optional<Tensor> bias) {
+  const ScalarType out_type = scaled_gemm_out_dtype(out_dtype);
   const GemmShape s = check_scaled_gemm_args(xq, x_scale, w, w_scale, out_type, bias);
   if (runs_reference("sgl_fp8::scaled_gemm", xq))
-    return reference_op<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, bool,
-                                   c10::optional<at::ScalarType>, const c10::optional<at::Tensor>&)>(
-               "sgl_fp8::_reference_scaled_gemm")
-        .call(xq, x_scale, w, w_scale, w_shuffled, out_dtype, bias);
+    return call_reference<1>("sgl_fp8::_reference_scaled_gemm", xq, x_scale, w, w_scale, w_shuffled, out_dtype,
+                             bias)[0];
   return run_gemm("sgl_fp8::scaled_gemm", s, xq, x_scale, w, w_shuffled, w_scale, bias, out_type, {});
 }
 
 // ---- norms --------------------------------------------------------------------------------------
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> norm_quant_gpu(const char* op, const at::Tensor& x,
-                                                              const at::Tensor* residual, const at::Tensor& weight,
-                                                              double eps, bool ue8m0) {
+// rmsnorm_quant when residual is null (no third output), add_rmsnorm_quant otherwise.
+std::tuple<Tensor, Tensor, std::optional<Tensor>> norm_quant_gpu(const char* op, const Tensor& x,
+                                                                 const Tensor* residual, const Tensor& weight,
+                                                                 double eps, bool ue8m0) {
   check_norm_args(op, x, residual, weight, eps);
   if (runs_reference(op, x)) {
-    if (residual)
-      return reference_op<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                                          const at::Tensor&, double, bool)>(
-                 "sgl_fp8::_reference_add_rmsnorm_quant")
-          .call(x, *residual, weight, eps, ue8m0);
-    auto [q, scale] = reference_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, double,
-                                                                      bool)>("sgl_fp8::_reference_rmsnorm_quant")
-                          .call(x, weight, eps, ue8m0);
-    return {q, scale, at::Tensor()};
+    if (residual) {
+      auto [q, scale, residual_out] =
+          call_reference<3>("sgl_fp8::_reference_add_rmsnorm_quant", x, *residual, weight, eps, ue8m0);
+      return {q, scale, residual_out};
+    }
+    auto [q, scale] = call_reference<2>("sgl_fp8::_reference_rmsnorm_quant", x, weight, eps, ue8m0);
+    return {q, scale, std::nullopt};
   }
-  const c10::cuda::CUDAGuard guard(x.device());
+  const DeviceGuard guard(x.get_device_index());
   auto [q, scale] = allocate_quant_outputs(x, ue8m0, /*transpose_scale=*/false);
-  at::Tensor residual_out = residual ? at::empty(x.sizes(), x.options()) : at::Tensor();
+  std::optional<Tensor> residual_out;
+  if (residual) residual_out = empty_like_device(x.sizes(), x.scalar_type(), x);
   if (q.numel() == 0) return {q, scale, residual_out};
-  const at::Tensor rows = with_aligned_rows(as_rows(x));
-  const at::Tensor residual_rows = residual ? with_aligned_rows(as_rows(*residual)) : at::Tensor();
+  const Tensor rows = with_aligned_rows(as_rows(x));
+  std::optional<Tensor> residual_rows;
+  if (residual) residual_rows = with_aligned_rows(as_rows(*residual));
   NormQuantParams p;
   p.x = rows.const_data_ptr();
-  p.residual = residual ? residual_rows.const_data_ptr() : nullptr;
+  p.residual = residual ? residual_rows->const_data_ptr() : nullptr;
   p.weight = weight.const_data_ptr();
   p.x_type = elem_type_of(x.scalar_type());
   p.rows = rows.size(0);
   p.K = rows.size(1);
   p.x_row_stride = rows.stride(0);
-  p.residual_row_stride = residual ? residual_rows.stride(0) : 0;
+  p.residual_row_stride = residual ? residual_rows->stride(0) : 0;
   p.eps = static_cast<float>(eps);
   p.ue8m0 = ue8m0;
-  p.q = reinterpret_cast<uint8_t*>(q.data_ptr());
+  p.q = static_cast<uint8_t*>(q.data_ptr());
   p.scale = scale.data_ptr();
-  p.residual_out = residual ? residual_out.data_ptr() : nullptr;
-  check_launch(op, launch_rmsnorm_quant(p, current_stream()));
+  p.residual_out = residual ? residual_out->data_ptr() : nullptr;
+  check_launch(op, launch_rmsnorm_quant(p, current_stream(x)));
   return {q, scale, residual_out};
 }
 
-std::tuple<at::Tensor, at::Tensor> rmsnorm_quant_gpu(const at::Tensor& x, const at::Tensor& weight, double eps,
-                                                     bool ue8m0) {
+std::tuple<Tensor, Tensor> rmsnorm_quant_gpu(Tensor x, Tensor weight, double eps, bool ue8m0) {
   auto [q, scale, unused] = norm_quant_gpu("sgl_fp8::rmsnorm_quant", x, nullptr, weight, eps, ue8m0);
   return {q, scale};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> add_rmsnorm_quant_gpu(const at::Tensor& x, const at::Tensor& residual,
-                                                                     const at::Tensor& weight, double eps,
-                                                                     bool ue8m0) {
-  return norm_quant_gpu("sgl_fp8::add_rmsnorm_quant", x, &residual, weight, eps, ue8m0);
+std::tuple<Tensor, Tensor, Tensor> add_rmsnorm_quant_gpu(Tensor x, Tensor residual, Tensor weight, double eps,
+                                                         bool ue8m0) {
+  auto [q, scale, residual_out] = norm_quant_gpu("sgl_fp8::add_rmsnorm_quant", x, &residual, weight, eps, ue8m0);
+  return {q, scale, *residual_out};
 }
 
 }  // namespace
 }  // namespace sgl_fp8
 
-TORCH_LIBRARY_IMPL(sgl_fp8, CUDA, m) {
-  m.impl("per1x128_quant", &sgl_fp8::per1x128_quant_gpu);
-  m.impl("smallm_gemm", &sgl_fp8::smallm_gemm_gpu);
-  m.impl("_smallm_gemm_configured", &sgl_fp8::smallm_gemm_configured_gpu);
-  m.impl("scaled_gemm", &sgl_fp8::scaled_gemm_gpu);
-  m.impl("rmsnorm_quant", &sgl_fp8::rmsnorm_quant_gpu);
-  m.impl("add_rmsnorm_quant", &sgl_fp8::add_rmsnorm_quant_gpu);
+STABLE_TORCH_LIBRARY_IMPL(sgl_fp8, CUDA, m) {
+  m.impl("per1x128_quant", TORCH_BOX(&sgl_fp8::per1x128_quant_gpu));
+  m.impl("smallm_gemm", TORCH_BOX(&sgl_fp8::smallm_gemm_gpu));
+  m.impl("_smallm_gemm_configured", TORCH_BOX(&sgl_fp8::smallm_gemm_configured_gpu));
+  m.impl("scaled_gemm", TORCH_BOX(&sgl_fp8::scaled_gemm_gpu));
+  m.impl("rmsnorm_quant", TORCH_BOX(&sgl_fp8::rmsnorm_quant_gpu));
+  m.impl("add_rmsnorm_quant", TORCH_BOX(&sgl_fp8::add_rmsnorm_quant_gpu));
 }
