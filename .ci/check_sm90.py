@@ -21,6 +21,9 @@ Compiles kernels/sm90/sm90_kernels.cu alone with nvcc and exactly the wheel's fl
     (SR_GLOBALTIMER*, SR_CLOCK*, SR_VIRTUALSMID / SR_SMID), which only diagnostics read; or the wheel's
     flags define SGL_FP8_DEV_DIAGNOSTICS (the macro reserved for developer-only diagnostics).
 cuobjdump/nvdisasm come from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm) when absent.
+
+`--library PATH` reads the SASS embedded in a built library instead (the CUDA wheel's own
+`_C.abi3.so`), with the same checks but for the ptxas stack frames, which only a compile reports.
 """
 
 import os
@@ -69,17 +72,12 @@ def ensure_tools():
                    check=True)
 
 
-def main():
+def compiled_sass(cuobjdump, env, failures):
+    """The SASS of kernels/sm90 compiled with the wheel's flags; None when nvcc fails."""
     nvcc = shutil.which("nvcc")
     if not nvcc:
         log("FAIL: nvcc not found")
-        return 1
-    ensure_tools()
-    cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
-    env = dict(os.environ, PATH=os.path.dirname(nvdisasm) + os.pathsep + os.environ.get("PATH", ""))
-    failures = []
-    if any(DEV_DIAGNOSTICS_MACRO in flag for flag in build_config.NVCC_FLAGS):
-        failures.append(f"build_config.NVCC_FLAGS defines {DEV_DIAGNOSTICS_MACRO}: the wheel would ship diagnostics")
+        return None
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "sm90_kernels.o")
         src = ROOT / build_config.CUDA_KERNEL_SOURCES[0]
@@ -89,11 +87,30 @@ def main():
         if res.returncode != 0:
             print(res.stdout, res.stderr)
             log("FAIL: nvcc")
-            return 1
+            return None
         stacks = [int(s) for s in re.findall(r"(\d+) bytes stack frame", res.stderr)]
         if stacks and max(stacks) > MAX_STACK_BYTES:
             failures.append(f"a kernel uses a {max(stacks)}-byte stack frame (> {MAX_STACK_BYTES}): spills")
-        sass = subprocess.run([cuobjdump, "--dump-sass", obj], capture_output=True, text=True, env=env, check=True).stdout
+        return subprocess.run([cuobjdump, "--dump-sass", obj], capture_output=True, text=True, env=env,
+                              check=True).stdout
+
+
+def main(argv):
+    library = argv[argv.index("--library") + 1] if "--library" in argv else None
+    ensure_tools()
+    cuobjdump, nvdisasm = find_tool("cuobjdump"), find_tool("nvdisasm")
+    env = dict(os.environ, PATH=os.path.dirname(nvdisasm) + os.pathsep + os.environ.get("PATH", ""))
+    failures = []
+    if any(DEV_DIAGNOSTICS_MACRO in flag for flag in build_config.NVCC_FLAGS):
+        failures.append(f"build_config.NVCC_FLAGS defines {DEV_DIAGNOSTICS_MACRO}: the wheel would ship diagnostics")
+    if library:
+        log(f"reading the SASS embedded in {library}")
+        sass = subprocess.run([cuobjdump, "--dump-sass", library], capture_output=True, text=True, env=env,
+                              check=True).stdout
+    else:
+        sass = compiled_sass(cuobjdump, env, failures)
+        if sass is None:
+            return 1
     functions = re.split(r"\n\s+Function : ", sass)[1:]
     if not functions:
         log("FAIL: no SASS functions found")
@@ -175,4 +192,4 @@ def loads_before_wait(body, pattern):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

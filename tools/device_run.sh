@@ -5,8 +5,11 @@
 #
 #   OUT=/tmp/out SGL_FP8_GIT=$(git rev-parse HEAD) bash tools/device_run.sh [STEP ...]
 #
-# It builds the CUDA backend in place from the working tree, then runs the named steps in order
-# (all of them when none is named), with full logs under $OUT and a short summary on stdout:
+# It builds the CUDA backend in place from the working tree, or, with SGL_FP8_WHEEL=path/to.whl,
+# installs that wheel with pip instead (no build: the wheel CI built is what gets tested) and runs
+# every step from outside the tree, so that the installed package is the one imported. Then it runs
+# the named steps in order (all of them when none is named), with full logs under $OUT and a short
+# summary on stdout:
 #   tests      the GPU test suite (pytest -m gpu)
 #   memcheck   compute-sanitizer memcheck over tools/sanitize_smoke.py
 #   racecheck  compute-sanitizer racecheck over tools/sanitize_smoke.py --quick
@@ -18,35 +21,46 @@
 set -u
 OUT=${OUT:-/tmp/sgl_fp8_out}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD
+ROOT=$PWD
 PY=${PY:-python3}
 say() { echo "== $* (${SECONDS}s)"; }
 [ $# -gt 0 ] || set -- tests memcheck racecheck check bench e2e
 
-say "build (git ${SGL_FP8_GIT:-unknown})"
-if ! MAX_JOBS=16 $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1; then
-  tail -40 "$OUT/build.log"
-  exit 1
+if [ -n "${SGL_FP8_WHEEL:-}" ]; then
+  say "install $SGL_FP8_WHEEL (git ${SGL_FP8_GIT:-unknown}; not rebuilt)"
+  if ! $PY -m pip install --no-deps --force-reinstall "$SGL_FP8_WHEEL" >"$OUT/install.log" 2>&1; then
+    tail -20 "$OUT/install.log"
+    exit 1
+  fi
+  export SGL_FP8_EXPECT_INSTALLED=1
+  cd "$(mktemp -d)"
+else
+  say "build (git ${SGL_FP8_GIT:-unknown})"
+  if ! MAX_JOBS=16 $PY setup.py build_ext --inplace >"$OUT/build.log" 2>&1; then
+    tail -40 "$OUT/build.log"
+    exit 1
+  fi
+  export PYTHONPATH=$ROOT
 fi
-$PY -c "import torch, sglang_fp8ext as fx; print('backend', fx.BUILT_BACKEND, fx.BUILT_DEVICE_ARCHS, 'torch', torch.__version__, torch.cuda.get_device_name())"
+$PY -c "import torch, sglang_fp8ext as fx; print('sglang_fp8ext', fx.__file__, 'backend', fx.BUILT_BACKEND, fx.BUILT_DEVICE_ARCHS, 'torch', torch.__version__, torch.cuda.get_device_name())"
 nvidia-smi --query-gpu=uuid,pci.bus_id,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader | tee "$OUT/gpu_identity.txt"
 
 for step in "$@"; do
   case "$step" in
     tests)
       say "GPU tests (-m gpu)"
-      $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 tests >"$OUT/pytest_gpu.txt" 2>&1; echo "rc=$?"
+      $PY -m pytest -q -p no:cacheprovider -m gpu -n 4 "$ROOT/tests" >"$OUT/pytest_gpu.txt" 2>&1; echo "rc=$?"
       grep -E "^(FAILED|ERROR)" "$OUT/pytest_gpu.txt" | head -20
       tail -3 "$OUT/pytest_gpu.txt"
       ;;
     memcheck)
       say "compute-sanitizer memcheck"
-      timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $PY tools/sanitize_smoke.py >"$OUT/memcheck.txt" 2>&1
+      timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $PY "$ROOT/tools/sanitize_smoke.py" >"$OUT/memcheck.txt" 2>&1
       echo "rc=$?"; tail -2 "$OUT/memcheck.txt"
       ;;
     racecheck)
       say "compute-sanitizer racecheck (quick)"
-      timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $PY tools/sanitize_smoke.py --quick >"$OUT/racecheck.txt" 2>&1
+      timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 $PY "$ROOT/tools/sanitize_smoke.py" --quick >"$OUT/racecheck.txt" 2>&1
       echo "rc=$?"; tail -2 "$OUT/racecheck.txt"
       ;;
     check)
@@ -60,7 +74,7 @@ for step in "$@"; do
       ;;
     e2e)
       say "tools/e2e_decode_bench.py"
-      timeout 100 $PY tools/e2e_decode_bench.py --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
+      timeout 100 $PY "$ROOT/tools/e2e_decode_bench.py" --out "$OUT/e2e_decode.json" >"$OUT/e2e.txt" 2>"$OUT/e2e.err"; echo "rc=$?"
       tail -8 "$OUT/e2e.txt"
       ;;
     *) echo "unknown step $step (steps: tests memcheck racecheck check bench e2e)"; exit 2 ;;
