@@ -14,7 +14,9 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="time the fused op against its bandwidth floor and peers on the device present",
         description="Times smallm_gemm on the GPU if one is present (CUDA-graph replay, cold weights, "
-        "floor and peers measured in the same run; writes JSON and a PNG), else the CPU ops.",
+        "floor and peers measured in the same run, back to back and in decode order, i.e. each call after a "
+        "producer kernel that writes its activations; the fused op also L2-resident; DeepGEMM's fp8_gemm_nt "
+        "after our quant as a peer when `import deep_gemm` works; writes JSON and a PNG), else the CPU ops.",
     )
     bench.add_argument("--shapes", help="comma-separated NxK list (default: the Qwen3.5 TP4 shapes 5120x4096,4608x4096,4096x2048)")
     bench.add_argument("--ms", help="comma-separated token counts (default: 1,4,8,16,32)")
@@ -27,6 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--diagnose", action="store_true",
                        help="GPU (sm_90): also time the fused op under other kernel configurations (the general and "
                        "register-fed engines, forced K splits, PDL off; each with a correct output) to see what each costs")
+    bench.add_argument("--no-deepgemm", action="store_true",
+                       help="GPU: do not time DeepGEMM (by default it is a peer whenever `import deep_gemm` works)")
+    bench.add_argument("--no-decode", action="store_true",
+                       help="GPU: time back to back only (no decode-order measurements: about half the run time)")
 
     tune = sub.add_parser(
         "tune",

@@ -20,9 +20,12 @@ DECODE_DEFAULT = os.path.join("docs", "perf", "h200_decode_step.json")
 PAGE_DEFAULT = os.path.join("docs", "benchmarks.md")
 
 NOT_RECORDED = "not recorded"
+NOT_MEASURED = "not measured"  # a figure the run did not take (e.g. a JSON older than the measurement)
+DEEPGEMM = "deepgemm+quant"
 # Known peers of bench.py, in the order the tables show them, with their column titles. Any other
 # peer a JSON carries follows them in order of first appearance, titled by its own name.
 PEER_TITLES = {
+    DEEPGEMM: "DeepGEMM+quant",
     "quant+scaled_mm(cuBLASLt)": "cuBLASLt",
     "quant+scaled_gemm": "unfused",
     "bf16_linear": "bf16",
@@ -35,14 +38,17 @@ SCALE_TITLES = {
 DRIVER_KEYS = ("driver", "driver_version", "nvidia_driver")
 CUDA_KEYS = ("cuda", "cuda_version", "cuda_runtime", "torch_cuda")
 
-KNOWN_LIMITS = [
+# The DeepGEMM limit as it stood before bench timed DeepGEMM (issue 50): said while the committed
+# JSON has no decode-order DeepGEMM figures, replaced by the measured comparison once it has.
+DEEPGEMM_LIMIT_UNMEASURED = (
     "**17-32 tokens.** There DeepGEMM's `fp8_gemm_nt` after a 1x128 quant kernel tied or beat an "
     "earlier build of the fused op: 0.84-0.96x its time at 32 tokens on 5 of the 7 SPEC §6 shapes (H200, "
-    "decode order, measured outside `bench`, which does not time DeepGEMM yet: issue 50). "
-    "See [design](design/sm90.md).",
+    "decode order, measured outside `bench`; the committed bench JSON has no DeepGEMM figures yet). "
+    "See [design](design/sm90.md).")
+KNOWN_LIMITS = [
     "**Fraction of the floor.** The op reaches {floor_range} of the copy-bandwidth floor: a fixed cost "
     "per call (the activation prologue, the split-K exchange, the launch) that the weight stream does not "
-    "hide at these sizes. See [design](design/sm90.md).",
+    "hide at these sizes{l2_note}. See [design](design/sm90.md).",
     "**gfx950.** The gfx950 kernels are compiled and their ISA checked in CI, and their lane and offset "
     "formulas are checked on the CPU, but they have never executed on MI355X hardware (issue 48); no "
     "figure on this page is from AMD. See [design](design/gfx950.md).",
@@ -84,7 +90,7 @@ def field(d: dict, keys) -> str:
 def peer_names(rows: List[dict]) -> List[str]:
     seen: List[str] = []
     for row in rows:
-        for name in row.get("peers", {}):
+        for name in list(row.get("peers", {})) + list((row.get("decode") or {}).get("peers", {})):
             if name not in seen:
                 seen.append(name)
     known = [name for name in PEER_TITLES if name in seen]
@@ -132,6 +138,41 @@ def environment(bench: dict, decode: Optional[dict]) -> List[str]:
     return lines
 
 
+def deepgemm_record(bench: dict) -> dict:
+    """The run's DeepGEMM record ({} for a JSON from before bench timed DeepGEMM)."""
+    record = bench.get("deepgemm")
+    return record if isinstance(record, dict) else {}
+
+
+def has_decode(rows: List[dict]) -> bool:
+    return any(r.get("decode") for r in rows)
+
+
+def deepgemm_method(bench: dict) -> str:
+    dg = deepgemm_record(bench)
+    if not dg.get("present"):
+        reason = dg.get("reason") or "the bench JSON has no DeepGEMM record"
+        return f"DeepGEMM+quant: {NOT_MEASURED} in this run ({reason})."
+    pdl = {True: "on", False: "off"}.get(dg.get("pdl"), NOT_RECORDED)
+    copy_free = dg.get("scale_layout_copy_free")
+    checked = {True: "checked at every point", None: NOT_RECORDED}.get(
+        copy_free, "**the check failed: DeepGEMM copied the scales**")
+    text = (
+        f"DeepGEMM+quant = our `per1x128_quant` (fp32 scales) then DeepGEMM {field(dg, ('version',))}'s "
+        f"`fp8_gemm_nt` (sm90, 1x128 activation and 128x128 fp32 weight scales), programmatic dependent launch "
+        f"{pdl} (`deep_gemm.set_pdl(True)`, its best setting); its kernels are JIT-compiled and run once per "
+        "point before capture. The quant reads the activations from a buffer padded with zero rows to a "
+        "multiple of 4, so that with `transpose_scale=True` its one kernel writes the MN-major scales with the "
+        f"16-byte-aligned column stride DeepGEMM reads as they are (no transpose kernel: {checked}). e8m0 rows "
+        "give it the same power-of-two weight scales as fp32, and fp32 activation scales (sm90 DeepGEMM has no "
+        "e8m0 inputs). Each point checks its output against our `scaled_gemm` on the same quantized inputs "
+        "before timing it.")
+    failures = dg.get("failures") or []
+    if failures:
+        text += f" Not timed at {len(failures)} point(s), e.g. {failures[0]}."
+    return text
+
+
 def method(bench: dict, peers: List[str]) -> List[str]:
     copies = bench.get("weight_copies", NOT_RECORDED)
     replays = bench.get("replays", NOT_RECORDED)
@@ -142,18 +183,104 @@ def method(bench: dict, peers: List[str]) -> List[str]:
         f"on each of {copies} rotated weight copies (more bytes than L2: cold weights, as in decode); a figure "
         f"is the median over {replays} replays of that graph divided by the number of calls. Activations are "
         "random bf16, weights random FP8 with random fp32 or power-of-two (e8m0) block scales.",
+        "Two orders, in the same run. **Decode order** (the headline): each call is preceded in the graph by a "
+        "producer kernel, `x.copy_(x_src)`, that writes the call's M x K bf16 activations, as in a decode step, "
+        "where every projection follows the kernel that made its input; the producer alone is timed the same "
+        "way at the same point, and a path's figure is (producer + call) minus the producer, for the fused op "
+        "and every peer alike. **Back to back**: the calls one after another, nothing between them.",
+        "**L2-resident**: the fused op back to back on one weight (the same weight every call, so after the "
+        "first call it is read from L2, not HBM). Cold minus L2-resident is what streaming the weight costs; "
+        "the L2-resident time is the fixed cost of a call (launch, activation prologue, split-K exchange, "
+        "epilogue).",
         "The floor is the op's bytes (weight + block scales + bf16 activations + bf16 output) over the "
         "device-to-device copy rate measured in the same run; floor/fused is the fraction of it the op reaches.",
         "Peers, timed the same way in the same run: cuBLASLt = our quant + `torch._scaled_mm` with blockwise "
         "scales (e8m0 rows give it the same scales as fp32); unfused = our quant + `scaled_gemm`; bf16 = "
         "`F.linear` on the dequantized bf16 weight. A peer's cell is its time in µs and, in parentheses, "
         "peer / fused (above 1: the fused op is faster).",
+        deepgemm_method(bench),
     ]
+
+
+def ratio_cell(t: Optional[float], fused: Optional[float]) -> str:
+    if t is None:
+        return " n/a |"
+    return f" {fmt(t)} ({fmt(t / fused)}x) |" if fused else f" {fmt(t)} |"
+
+
+def decode_times(row: dict):
+    """(fused decode-order µs, {peer: µs}) of a row; (None, {}) where it has no decode order."""
+    decode = row.get("decode") or {}
+    return decode.get("fused_us"), decode.get("peers", {})
+
+
+def decode_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
+    """The headline: fused vs each peer in decode order, with the fused op's L2-resident time."""
+    sel = sorted((r for r in rows if r["scale"] == scale), key=lambda r: (-r["N"], -r["K"], r["M"]))
+    lines = [f"## Decode order, {SCALE_TITLES.get(scale, scale)}", ""]
+    header = "| N | K | M | fused µs | fused L2-resident µs |"
+    rule = "|---:|---:|---:|---:|---:|"
+    for name in peers:
+        header += f" {peer_title(name)} µs (peer/fused) |"
+        rule += "---:|"
+    lines += [header, rule]
+    for r in sel:
+        fused, decode_peers = decode_times(r)
+        l2 = r.get("l2_resident_us")
+        line = (f"| {r['N']} | {r['K']} | {r['M']} | {NOT_MEASURED if fused is None else fmt(fused)} | "
+                f"{NOT_MEASURED if l2 is None else fmt(l2)} |")
+        for name in peers:
+            if fused is None or name not in decode_peers:
+                line += f" {NOT_MEASURED} |"
+            else:
+                line += ratio_cell(decode_peers[name], fused)
+        lines.append(line)
+    geo = "| geometric mean | | | | |"
+    for name in peers:
+        ratios = []
+        for r in sel:
+            fused, decode_peers = decode_times(r)
+            if fused and decode_peers.get(name) is not None:
+                ratios.append(decode_peers[name] / fused)
+        g = geomean(ratios)
+        geo += " n/a |" if g is None else f" ({fmt(g)}x) |"
+    lines.append(geo)
+    return lines
+
+
+def decode_headline(rows: List[dict], peers: List[str]) -> List[str]:
+    if not has_decode(rows):
+        return ["## Decode order", "",
+                f"Decode-order and L2-resident times: {NOT_MEASURED} (the bench JSON has no decode-order fields; "
+                "the back-to-back tables below are the figures it holds)."]
+    lines: List[str] = []
+    for scale in scale_formats(rows):
+        lines += decode_table(rows, scale, peers) + [""]
+    return lines[:-1]
+
+
+def deepgemm_limit(rows: List[dict]) -> str:
+    """The known limit about DeepGEMM, from the decode-order figures where the JSON has them."""
+    points = []
+    for r in rows:
+        fused, decode_peers = decode_times(r)
+        if fused and decode_peers.get(DEEPGEMM) is not None:
+            points.append((r, decode_peers[DEEPGEMM] / fused))
+    if not points:
+        return DEEPGEMM_LIMIT_UNMEASURED
+    faster = sorted(((r, q) for r, q in points if q < 1.0), key=lambda p: (-p[0]["N"], -p[0]["K"], p[0]["M"], p[0]["scale"]))
+    low, high = min(q for _, q in points), max(q for _, q in points)
+    text = (f"**DeepGEMM.** In decode order DeepGEMM+quant takes {low:.2f}-{high:.2f}x the fused op's time over "
+            f"the {len(points)} points where both were timed; ")
+    if not faster:
+        return text + "the fused op is faster at every one. See [design](design/sm90.md)."
+    where = ", ".join(f"{r['N']}x{r['K']} M={r['M']} {r['scale']} ({q:.3f}x)" for r, q in faster)
+    return text + f"DeepGEMM is faster at {len(faster)}: {where}. See [design](design/sm90.md)."
 
 
 def scale_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
     sel = sorted((r for r in rows if r["scale"] == scale), key=lambda r: (-r["N"], -r["K"], r["M"]))
-    lines = [f"## {SCALE_TITLES.get(scale, scale)}", ""]
+    lines = [f"## Back to back, {SCALE_TITLES.get(scale, scale)}", ""]
     header = "| N | K | M | fused µs | floor µs | floor/fused |"
     rule = "|---:|---:|---:|---:|---:|---:|"
     for name in peers:
@@ -164,8 +291,7 @@ def scale_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
         line = (f"| {r['N']} | {r['K']} | {r['M']} | {fmt(r['fused_us'])} | {fmt(r['floor_us'])} | "
                 f"{fmt(r['floor_us'] / r['fused_us'], 3)} |")
         for name in peers:
-            t = r.get("peers", {}).get(name)
-            line += " n/a |" if t is None else f" {fmt(t)} ({fmt(speedup(r, name))}x) |"
+            line += f" {NOT_MEASURED} |" if name not in r.get("peers", {}) else ratio_cell(r["peers"][name], r["fused_us"])
         lines.append(line)
     geo = f"| geometric mean | | | | | {fmt(geomean([r['floor_us'] / r['fused_us'] for r in sel]), 3)} |"
     for name in peers:
@@ -250,6 +376,7 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
     ]
     lines += environment(bench, decode) + [""]
     lines += method(bench, peers) + [""]
+    lines += decode_headline(rows, peers) + [""]
     for scale in scale_formats(rows):
         lines += scale_table(rows, scale, peers) + [""]
     lines += decode_section(decode, field(bench, ("git",))) + [""]
@@ -264,10 +391,16 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
         "python -m sglang_fp8ext report --out docs/benchmarks.md",
         "```",
         "",
+        "DeepGEMM is a peer whenever `import deep_gemm` works (DeepGEMM built from source and on PYTHONPATH: "
+        "CONTRIBUTING.md); `--no-deepgemm` leaves it out, `--no-decode` times back to back only.",
+        "",
         "## Known limits",
         "",
     ]
-    lines += [f"* {text.format(floor_range=floor_range)}" for text in KNOWN_LIMITS]
+    l2 = [r["l2_resident_us"] for r in rows if r.get("l2_resident_us") is not None]
+    l2_note = f" (L2-resident, with no weight stream, a call takes {min(l2):.2f}-{max(l2):.2f} µs)" if l2 else ""
+    lines.append(f"* {deepgemm_limit(rows)}")
+    lines += [f"* {text.format(floor_range=floor_range, l2_note=l2_note)}" for text in KNOWN_LIMITS]
     return "\n".join(lines) + "\n"
 
 

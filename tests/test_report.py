@@ -35,7 +35,7 @@ def test_committed_page_is_generated_from_the_committed_json():
         page = f.read()
     assert page == report.generate(bench, decode), (
         "docs/benchmarks.md differs from the generated page: python -m sglang_fp8ext report --out docs/benchmarks.md")
-    assert len(page.splitlines()) <= 150
+    assert len(page.splitlines()) <= 170  # both orders of the default 30 points fit
 
 
 def test_committed_page_passes_check_from_another_directory(tmp_path):
@@ -91,7 +91,7 @@ def test_synthetic_tables_and_geometric_means():
     assert page == report.generate(json.loads(json.dumps(SYNTHETIC)), SYNTHETIC_DECODE)  # deterministic
     for scale in ("fp32", "e8m0"):
         sel = [r for r in SYNTHETIC["rows"] if r["scale"] == scale]
-        rows = table_rows(section(page, scale))
+        rows = table_rows(section(page, "Back to back, " + scale))
         header, body, geo = rows[0], rows[1:-1], rows[-1]
         assert header[:6] == ["N", "K", "M", "fused µs", "floor µs", "floor/fused"]
         assert [h.split(" µs")[0] for h in header[6:]] == ["cuBLASLt", "unfused", "bf16"]  # fixed peer order
@@ -170,3 +170,103 @@ def test_cpu_bench_json_is_refused(tmp_path, capsys):
     cpu.write_text(json.dumps({"device": "cpu", "rows": [{"N": 1, "K": 128, "M": 1, "fused_us": 1.0}]}))
     assert cli.main(["report", "--bench", str(cpu)]) == 2
     assert "not a GPU bench result" in capsys.readouterr().err
+
+
+DG = "deepgemm+quant"
+
+
+def with_orders(bench, decode_rows=None, deepgemm=None):
+    """A copy of `bench` whose rows carry the decode-order and L2-resident fields (in the rows whose
+    index is in `decode_rows`, all when None) and, with `deepgemm` (a dict: DeepGEMM's time per
+    (N, M, scale)), DeepGEMM figures in both orders and the run's DeepGEMM record."""
+    out = json.loads(json.dumps(bench))
+    for i, r in enumerate(out["rows"]):
+        if deepgemm is not None:
+            r["peers"][DG] = deepgemm.get((r["N"], r["M"], r["scale"]))
+        if decode_rows is not None and i not in decode_rows:
+            continue
+        r["l2_resident_us"] = r["fused_us"] - 1.0
+        r["decode"] = {"producer_us": 2.0, "fused_us": r["fused_us"] + 0.5,
+                       "peers": {name: None if t is None else t + 1.0 for name, t in r["peers"].items()}}
+    if deepgemm is not None:
+        out["deepgemm"] = {"present": True, "version": "2.6.1", "pdl": True, "scale_layout_copy_free": True,
+                           "failures": []}
+    return out
+
+
+DG_TIMES = {(256, 1, "fp32"): 3.0, (256, 8, "fp32"): 6.0, (512, 1, "fp32"): 10.0, (256, 1, "e8m0"): None,
+            (512, 1, "e8m0"): 9.0}
+
+
+def test_decode_order_is_the_headline_with_deepgemm_and_l2():
+    bench = with_orders(SYNTHETIC, deepgemm=DG_TIMES)
+    page = report.generate(bench, SYNTHETIC_DECODE)
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings.index("## Decode order, fp32 block scales") < headings.index("## Back to back, fp32 block scales")
+    assert headings.index("## Method") < headings.index("## Decode order, fp32 block scales")
+    for scale in ("fp32", "e8m0"):
+        sel = sorted((r for r in bench["rows"] if r["scale"] == scale), key=lambda r: (-r["N"], r["M"]))
+        rows = table_rows(section(page, "Decode order, " + scale))
+        header, body, geo = rows[0], rows[1:-1], rows[-1]
+        assert header[:5] == ["N", "K", "M", "fused µs", "fused L2-resident µs"]
+        # DeepGEMM first, then the other peers in their fixed order
+        assert [h.split(" µs")[0] for h in header[5:]] == ["DeepGEMM+quant", "cuBLASLt", "unfused", "bf16"]
+        assert [(int(c[0]), int(c[2])) for c in body] == [(r["N"], r["M"]) for r in sel]
+        for cells, r in zip(body, sel):
+            fused = r["decode"]["fused_us"]
+            assert cells[3] == f"{fused:.2f}" and cells[4] == f"{r['l2_resident_us']:.2f}"
+            for cell, name in zip(cells[5:], (DG, CUBLAS, UNFUSED, BF16)):
+                t = r["decode"]["peers"][name]
+                assert cell == ("n/a" if t is None else f"{t:.2f} ({t / fused:.2f}x)"), (cell, name)
+        for cell, name in zip(geo[5:], (DG, CUBLAS, UNFUSED, BF16)):
+            ratios = [r["decode"]["peers"][name] / r["decode"]["fused_us"] for r in sel
+                      if r["decode"]["peers"][name] is not None]
+            assert cell == f"({statistics.geometric_mean(ratios):.2f}x)"
+    # the back-to-back tables carry DeepGEMM too, from the back-to-back figures
+    b2b = table_rows(section(page, "Back to back, fp32"))
+    m8 = next(c for c in b2b[1:-1] if (c[0], c[2]) == ("256", "8"))
+    assert b2b[0][6].startswith("DeepGEMM+quant") and m8[6] == "6.00 (1.20x)"  # 256x128 M=8: 6.0 / 5.0
+    method = "\n".join(section(page, "Method"))
+    assert "DeepGEMM 2.6.1's `fp8_gemm_nt`" in method and "programmatic dependent launch on" in method
+    assert "checked at every point" in method and "(producer + call) minus the producer" in method
+    assert "**L2-resident**" in method
+    # known limits: DeepGEMM's ratios from the decode order (faster where below 1), the L2 range
+    ratios = [r["decode"]["peers"][DG] / r["decode"]["fused_us"] for r in bench["rows"]
+              if r["decode"]["peers"][DG] is not None]
+    assert ratios and min(ratios) < 1 < max(ratios)
+    limits = "\n".join(section(page, "Known limits"))
+    assert f"takes {min(ratios):.2f}-{max(ratios):.2f}x the fused op's time over the {len(ratios)} points" in limits
+    assert "DeepGEMM is faster at 1: 256x128 M=1 fp32 (0.889x)" in limits  # (3 + 1) / (4 + 0.5)
+    assert "measured outside `bench`" not in limits
+    l2 = [r["l2_resident_us"] for r in bench["rows"]]
+    assert f"a call takes {min(l2):.2f}-{max(l2):.2f} µs" in limits
+
+
+def test_decode_order_not_measured_renders():
+    """A JSON from before the decode order (the committed one until the next H200 run) renders: the
+    headline says not measured, DeepGEMM is said not measured, the old limit stays; a JSON where only
+    some rows carry the decode order marks the others per cell."""
+    page = report.generate(SYNTHETIC, SYNTHETIC_DECODE)
+    assert "Decode-order and L2-resident times: not measured" in "\n".join(section(page, "Decode order"))
+    assert not any(line.startswith("## Decode order,") for line in page.splitlines())
+    assert "DeepGEMM+quant: not measured in this run (the bench JSON has no DeepGEMM record)." in page
+    assert "measured outside `bench`" in page and "a call takes" not in page
+    absent = dict(SYNTHETIC, deepgemm={"present": False, "reason": "import deep_gemm failed: ModuleNotFoundError"})
+    assert "not measured in this run (import deep_gemm failed: ModuleNotFoundError)" in report.generate(absent)
+    partial = with_orders(SYNTHETIC, decode_rows={0})
+    page = report.generate(partial)
+    body = table_rows(section(page, "Decode order, fp32"))[1:-1]
+    first = next(c for c in body if (c[0], c[2]) == ("256", "1"))
+    others = [c for c in body if c is not first]
+    assert first[3] == "4.50" and first[4] == "3.00" and first[5:] == ["13.00 (2.89x)", "7.00 (1.56x)", "6.00 (1.33x)"]
+    assert others and all(c[3:] == ["not measured"] * 5 for c in others)
+    assert not any(h.startswith("DeepGEMM") for h in table_rows(section(page, "Decode order, fp32"))[0])
+
+
+def test_deepgemm_failures_and_copying_are_said():
+    bench = with_orders(SYNTHETIC, deepgemm=DG_TIMES)
+    bench["deepgemm"].update(scale_layout_copy_free=False, failures=["N=256 K=128 M=1 e8m0: RuntimeError: x"])
+    method = "\n".join(section(report.generate(bench), "Method"))
+    assert "the check failed: DeepGEMM copied the scales" in method
+    assert "Not timed at 1 point(s), e.g. N=256 K=128 M=1 e8m0: RuntimeError: x." in method
+    assert "checked at every point" not in method
