@@ -59,6 +59,18 @@ def select_backend(torch, environ) -> str:
     return "cpu"
 
 
+def wheel_version(base: str, backend: str, torch) -> str:
+    """The package version with a local label naming what the wheel needs besides torch >= 2.11:
+    +cpu, +cu13 (any CUDA 13.x build of torch), +rocm7.0 (that ROCm release). The CPU and the
+    CUDA wheel have the same platform tag, so the label is what tells them apart (as torch's own
+    +cpu / +cu130 wheels do)."""
+    if backend == "cpu":
+        return f"{base}+cpu"
+    if backend == "cuda":
+        return f"{base}+cu{torch.version.cuda.split('.')[0]}"
+    return f"{base}+rocm{'.'.join(torch.version.hip.split('.')[:2])}"
+
+
 def hip_kernel_sources(root: Path):
     return sorted(str(p.relative_to(root)) for p in (root / "kernels" / "gfx950").glob("*.hip"))
 

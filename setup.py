@@ -11,6 +11,7 @@ wheel is abi3 and loads under every torch >= build_config.MIN_TORCH of the same 
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -70,10 +71,16 @@ def make_extension():
 
 
 backend, extension = make_extension()
-print(f"sglang-fp8ext: building the {backend} backend against torch {torch.__version__}", flush=True)
+version = build_config.wheel_version(
+    re.search(r'^__version__ = "(.+)"$', (ROOT / "sglang_fp8ext" / "__init__.py").read_text(), re.M).group(1),
+    backend,
+    torch,
+)
+print(f"sglang-fp8ext {version}: building the {backend} backend against torch {torch.__version__}", flush=True)
 
 setup(
     name="sglang-fp8ext",
+    version=version,
     packages=find_packages(include=["sglang_fp8ext", "sglang_fp8ext.*"]),
     package_data={"sglang_fp8ext": ["configs/*.json"]},
     ext_modules=[extension],
