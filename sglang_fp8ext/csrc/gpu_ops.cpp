@@ -6,6 +6,7 @@
 // Nothing here synchronizes the device or allocates outside torch; the only device queries are
 // cached once per device (device_supported) on the first call.
 #include <torch/csrc/stable/accelerator.h>
+#include <torch/headeronly/util/shim_utils.h>
 
 #include <array>
 #include <atomic>
@@ -69,7 +70,7 @@ template <size_t Outputs, typename... Args>
 std::array<Tensor, Outputs> call_reference(const char* name, const Args&... args) {
   constexpr size_t kSlots = sizeof...(Args) > Outputs ? sizeof...(Args) : Outputs;
   std::array<StableIValue, kSlots> stack{torch::stable::detail::from(args)...};
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "", stack.data(), TORCH_ABI_VERSION));
+  TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "", stack.data(), TORCH_ABI_VERSION));
   std::array<Tensor, Outputs> out;
   for (size_t i = 0; i < Outputs; ++i) out[i] = torch::stable::detail::to<Tensor>(stack[i]);
   return out;
@@ -92,7 +93,7 @@ Tensor with_aligned_rows(const Tensor& rows) {
 // The current stream of the tensor's device (a HIP stream on ROCm builds).
 void* current_stream(const Tensor& t) {
   void* stream = nullptr;
-  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(t.get_device_index(), &stream));
   return stream;
 }
 
