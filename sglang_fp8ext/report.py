@@ -209,6 +209,13 @@ def ratio_cell(t: Optional[float], fused: Optional[float]) -> str:
     return f" {fmt(t)} ({fmt(t / fused)}x) |" if fused else f" {fmt(t)} |"
 
 
+def table_head(title: str, columns: List[str], peers: List[str]) -> List[str]:
+    """A section title and the header of a table of right-aligned columns, then one column per peer
+    (its µs and, in parentheses, peer / fused)."""
+    names = columns + [f"{peer_title(name)} µs (peer/fused)" for name in peers]
+    return [f"## {title}", "", "| " + " | ".join(names) + " |", "|" + "---:|" * len(names)]
+
+
 def decode_times(row: dict):
     """(fused decode-order µs, {peer: µs}) of a row; (None, {}) where it has no decode order."""
     decode = row.get("decode") or {}
@@ -218,13 +225,8 @@ def decode_times(row: dict):
 def decode_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
     """The headline: fused vs each peer in decode order, with the fused op's L2-resident time."""
     sel = sorted((r for r in rows if r["scale"] == scale), key=lambda r: (-r["N"], -r["K"], r["M"]))
-    lines = [f"## Decode order, {SCALE_TITLES.get(scale, scale)}", ""]
-    header = "| N | K | M | fused µs | fused L2-resident µs |"
-    rule = "|---:|---:|---:|---:|---:|"
-    for name in peers:
-        header += f" {peer_title(name)} µs (peer/fused) |"
-        rule += "---:|"
-    lines += [header, rule]
+    lines = table_head(f"Decode order, {SCALE_TITLES.get(scale, scale)}",
+                       ["N", "K", "M", "fused µs", "fused L2-resident µs"], peers)
     for r in sel:
         fused, decode_peers = decode_times(r)
         l2 = r.get("l2_resident_us")
@@ -281,13 +283,8 @@ def deepgemm_limit(rows: List[dict]) -> str:
 
 def scale_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:
     sel = sorted((r for r in rows if r["scale"] == scale), key=lambda r: (-r["N"], -r["K"], r["M"]))
-    lines = [f"## Back to back, {SCALE_TITLES.get(scale, scale)}", ""]
-    header = "| N | K | M | fused µs | floor µs | floor/fused |"
-    rule = "|---:|---:|---:|---:|---:|---:|"
-    for name in peers:
-        header += f" {peer_title(name)} µs (speedup) |"
-        rule += "---:|"
-    lines += [header, rule]
+    lines = table_head(f"Back to back, {SCALE_TITLES.get(scale, scale)}",
+                       ["N", "K", "M", "fused µs", "floor µs", "floor/fused"], peers)
     for r in sel:
         line = (f"| {r['N']} | {r['K']} | {r['M']} | {fmt(r['fused_us'])} | {fmt(r['floor_us'])} | "
                 f"{fmt(r['floor_us'] / r['fused_us'], 3)} |")
