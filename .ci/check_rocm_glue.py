@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import build_config  # noqa: E402
+from check_wheel import FORBIDDEN  # noqa: E402  (what counts as a C++ torch symbol)
 
 
 def log(msg):
@@ -64,7 +65,7 @@ def main():
                 continue
             undefined = subprocess.run(["nm", "--undefined-only", "-C", obj], capture_output=True, text=True,
                                        check=True).stdout.splitlines()
-            cxx_torch = [line.split(None, 1)[-1] for line in undefined if re.search(r"\b(?:c10|at|torch)::", line)]
+            cxx_torch = [line.split(None, 1)[-1] for line in undefined if FORBIDDEN.search(line)]
             if cxx_torch:
                 failures.append(f"the hipified glue references C++ torch symbols: {cxx_torch[:5]}")
             log(f"compiled with torch {torch.__version__}'s headers; {len(undefined)} undefined symbols, "

@@ -820,15 +820,16 @@ void __builtin_amdgcn_sched_barrier(int) {}
 // (a quiet NaN is ignored), i.e. min(max(a, b), max(min(a, b), c)) with NaN-dropping min/max.
 float __builtin_amdgcn_fmed3f(float a, float b, float c) { return fminf(fmaxf(a, b), fmaxf(fminf(a, b), c)); }
 
-int __builtin_amdgcn_cvt_pk_fp8_f32(float a, float b, int old, bool word_sel) {
-  const uint32_t pair = emu::f32_to_e4m3(a) | (emu::f32_to_e4m3(b) << 8);
+// v_cvt_pk_{fp8,bf8}_f32: two converted bytes into the low (word_sel 0) or high 16 bits of old.
+static int with_packed_pair(int old, uint32_t lo, uint32_t hi, bool word_sel) {
   const uint32_t shift = word_sel ? 16u : 0u;
-  return static_cast<int>((static_cast<uint32_t>(old) & ~(0xFFFFu << shift)) | (pair << shift));
+  return static_cast<int>((static_cast<uint32_t>(old) & ~(0xFFFFu << shift)) | ((lo | (hi << 8)) << shift));
+}
+int __builtin_amdgcn_cvt_pk_fp8_f32(float a, float b, int old, bool word_sel) {
+  return with_packed_pair(old, emu::f32_to_e4m3(a), emu::f32_to_e4m3(b), word_sel);
 }
 int __builtin_amdgcn_cvt_pk_bf8_f32(float a, float b, int old, bool word_sel) {
-  const uint32_t pair = emu::f32_to_e5m2(a) | (emu::f32_to_e5m2(b) << 8);
-  const uint32_t shift = word_sel ? 16u : 0u;
-  return static_cast<int>((static_cast<uint32_t>(old) & ~(0xFFFFu << shift)) | (pair << shift));
+  return with_packed_pair(old, emu::f32_to_e5m2(a), emu::f32_to_e5m2(b), word_sel);
 }
 float __builtin_amdgcn_cvt_f32_fp8(int src, int byte_sel) {
   const uint32_t b = (static_cast<uint32_t>(src) >> (8 * (byte_sel & 3))) & 0xFFu;
