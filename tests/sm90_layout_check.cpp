@@ -394,8 +394,13 @@ static void check_wgmma_ring() {
                                        .total <= 227 * 1024;
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                          plan.chunk_blocks, kWgmmaWarpGroups, 0, own_inbox, plan.pair);
-        // Paired activations by default only at a K split of 4 from 9 tokens, in pairs of row groups.
-        CHECK(!plan.pair || (plan.k_split == 4 && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
+        // Paired activations by default only from 9 tokens, in pairs of row groups: at a K split of
+        // 4, or without a split where a CTA is one window over at most kNoSplitMaxBlocks blocks and
+        // those CTAs cover at least kPairedNoSplitMinSmFraction of the SMs.
+        const bool paired_no_split = plan.k_split == 1 && plan.max_tiles_per_cta == kWindowTiles &&
+                                     plan.max_blocks_per_cta <= kNoSplitMaxBlocks &&
+                                     plan.row_groups >= kPairedNoSplitMinSmFraction * 132;
+        CHECK(!plan.pair || ((plan.k_split == 4 || paired_no_split) && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
               "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
@@ -595,8 +600,8 @@ static void check_default_k_splits(const long long (&measured)[n][4]) {
 // fastest in both orders; docs/design/sm90.md), with the H200's cluster residency
 // (h200_residency.h). The 17-32-token points were measured among splits 2, 4 and 8.
 // Not listed: points where the plan still misses the fastest split (2560x4096 at 17-20 tokens
-// takes 4, 8 is faster; 1024x4096 at 20 takes 8, 4 is faster back to back), and 4096x2048 at 24-32
-// tokens, where the plan's 4 with paired activations measured level with 2.
+// takes 4, 8 is faster), and 4096x2048 at 24-32 tokens, where the plan's 4 with paired
+// activations measured level with 2.
 static void check_measured_k_splits() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of the splits in the comment)
       {5120, 4096, 1, 2},  {5120, 4096, 12, 4}, {5120, 4096, 16, 4},  // 2, 4
@@ -616,17 +621,47 @@ static void check_measured_k_splits() {
 // The default's K split up to 16 tokens against the split-free plan and the split of 2 where a
 // 4-tile CTA holds a whole K row, measured on the H200: the points where one was faster in both
 // orders. Left wrong: 8192x2048 at 1 token (no split is faster; its CTAs hold 16 K blocks, beyond
-// the rule's 8) and 6144x1024 at 16 tokens (no split is faster; the rule stops at 8 tokens).
+// the rule's 8). (From 9 tokens the split-free plan pairs: check_measured_pairing.)
 static void check_measured_no_split() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of 1 and the default's 2)
       {8192, 1024, 1, 1}, {8192, 1024, 4, 1}, {8192, 1024, 8, 1},  {6144, 1024, 1, 1}, {6144, 1024, 4, 1},
-      {6144, 1024, 8, 1}, {4096, 1024, 1, 1}, {4096, 1024, 4, 1},  {4096, 1024, 8, 1}, {4096, 1024, 16, 2},
+      {6144, 1024, 8, 1}, {4096, 1024, 1, 1}, {4096, 1024, 4, 1},  {4096, 1024, 8, 1},
       {5120, 1024, 1, 1}, {5120, 1024, 8, 1}, {3072, 1024, 1, 1},  {3072, 1024, 4, 1}, {6144, 768, 1, 1},
       {6144, 768, 8, 1},  {8192, 512, 4, 1},  {8192, 512, 8, 1},
-      {2048, 1024, 8, 2}, {2048, 1024, 16, 2}, {4096, 1536, 8, 2}, {4096, 1536, 16, 2}, {3072, 1536, 8, 2},
+      {2048, 1024, 8, 2}, {4096, 1536, 8, 2}, {4096, 1536, 16, 2}, {3072, 1536, 8, 2},
       {3072, 1536, 16, 2}, {2048, 2048, 1, 2}, {2048, 2048, 4, 2}, {2048, 2048, 8, 2},  {4096, 2048, 1, 2},
       {4096, 2048, 4, 2},  {4096, 2048, 8, 2}, {8192, 2048, 16, 2}};
   check_default_k_splits(measured);
+}
+
+// Paired activations from 9 tokens against the plan they would replace, measured on the H200 (the
+// median of 3 rounds in each order, after a copy kernel and back to back): the points where one was
+// faster in both orders. {N, K, M, k_split, pair} of the faster. The split-free pairs against the
+// split of 2: faster with 96-128 CTAs (6144-8192 x 1024, 8192x512), slower with 48 or fewer
+// (3072-2048 x 1024, 4096x512 at 32 tokens); with 64 (4096x1024) faster back to back and level or
+// slower after a copy kernel in three of four runs, not listed. The paired split of 4 against the
+// split of 8 (its CTAs one window: 1536x4096, 1024x4096; of 5 tiles or more: 2048x7168). Left
+// wrong: 6144x1536 at 9-32 tokens and 8192x2048 at 9-16 (the split-free pairs are faster; their
+// CTAs hold 12 and 16 K blocks, beyond kNoSplitMaxBlocks) and 2048x4096 at 16 (the paired split of
+// 4 is 1.5 % faster; its CTAs have 5 tiles).
+static void check_measured_pairing() {
+  const long long measured[][5] = {
+      {8192, 1024, 9, 1, 1},  {8192, 1024, 16, 1, 1}, {8192, 1024, 20, 1, 1}, {8192, 1024, 32, 1, 1},
+      {7168, 1024, 9, 1, 1},  {7168, 1024, 16, 1, 1}, {7168, 1024, 24, 1, 1}, {7168, 1024, 32, 1, 1},
+      {6144, 1024, 9, 1, 1},  {6144, 1024, 16, 1, 1}, {6144, 1024, 24, 1, 1}, {6144, 1024, 32, 1, 1},
+      {8192, 512, 9, 1, 1},   {8192, 512, 16, 1, 1},  {8192, 512, 32, 1, 1},
+      {3072, 1024, 9, 2, 0},  {3072, 1024, 16, 2, 0}, {3072, 1024, 24, 2, 0}, {2560, 1024, 9, 2, 0},
+      {2560, 1024, 16, 2, 0}, {2048, 1024, 9, 2, 0},  {2048, 1024, 16, 2, 0}, {2048, 1024, 24, 2, 0},
+      {4096, 512, 32, 2, 0},
+      {1536, 4096, 25, 4, 1}, {1536, 4096, 28, 4, 1}, {1536, 4096, 32, 4, 1},
+      {1024, 4096, 24, 4, 1}, {1024, 4096, 28, 4, 1}, {1024, 4096, 32, 4, 1},
+      {2048, 7168, 9, 8, 0},  {2048, 7168, 16, 8, 0}, {2048, 7168, 32, 8, 0}};
+  for (const auto& m : measured) {
+    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
+    CHECK(plan.engine == GemmEngine::kWgmma && plan.k_split == m[3] && int(plan.pair) == m[4],
+          "%lldx%lld M=%lld: k_split %d pair %d, measured fastest %lld pair %lld", m[0], m[1], m[2], plan.k_split,
+          int(plan.pair), m[3], m[4]);
+  }
 }
 
 // Launches the H200 recorded: the CPU plan with h200_residency.h must give each one's K split,
@@ -984,6 +1019,7 @@ int main(int argc, char** argv) {
   check_measured_k_splits();
   check_recorded_launches();
   check_measured_no_split();
+  check_measured_pairing();
   check_small_quotient();
   check_exchange_split();
   check_partial_token_slots();

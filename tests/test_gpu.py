@@ -287,20 +287,24 @@ def test_sm90_paired_activations(gpu, M, fmt):
     other by st.async) give the bits of the same K split without pairing (``pair_activations=off``),
     with bf16 and fp16 input and a bias; the paired instance is the kernel that ran, on every shape
     and K split where its plan fits (odd token counts split 7 / 6; K = 1152 splits 9 blocks 5 / 4).
-    5120x4096's default plan pairs (its split of 4)."""
+    The default plans pair: 5120x4096's at its split of 4, 8192x1024's without a split."""
     _require_sm90()
     e8 = fmt == "e8m0"
     paired_runs = 0
-    # 4096x2048: forced pairs at its split of 2 once gave other bits at 24-32 tokens.
-    shapes = (((5120, 4096), torch.bfloat16), ((2048, 2048), torch.float16), ((4096, 1152), torch.bfloat16),
-              ((4096, 2048), torch.bfloat16))
-    for (n, k), dtype in shapes:
+    # 4096x2048: forced pairs at its split of 2 once gave other bits at 24-32 tokens. 8192x1024: its
+    # default's split-free pairs only; at a split of 2 the pairs' clusters of 4 leave 60 row groups of
+    # 9 tiles against 66 of 8 unpaired, and 3-window CTAs sum window-major at 17-32 tokens (other
+    # bits, within the contract).
+    shapes = (((5120, 4096), torch.bfloat16, (1, 2, 4)), ((2048, 2048), torch.float16, (1, 2, 4)),
+              ((4096, 1152), torch.bfloat16, (1, 2, 4)), ((4096, 2048), torch.bfloat16, (1, 2, 4)),
+              ((8192, 1024), torch.bfloat16, (1,)))
+    for (n, k), dtype, k_splits in shapes:
         w, ws = rand_weight(n, k, 17), rand_wscale(n, k, e8, 17)
         x = rand_act((M, k), dtype, M + 17)
         bias = torch.randn(n).to(dtype)
         ref = smallm_ref(x, w, ws, bias)
         xd, wd, wsd, bd = x.to(gpu), w.to(gpu), ws.to(gpu), bias.to(gpu)
-        for k_split in (1, 2, 4):
+        for k_split in k_splits:
             on = KernelConfig(k_split=k_split, pair_activations=Toggle.ON)
             off = KernelConfig(k_split=k_split, pair_activations=Toggle.OFF)
             paired, names = run_and_kernel_names(lambda: run_if_a_plan_fits(xd, wd, wsd, bd, on))
@@ -311,9 +315,10 @@ def test_sm90_paired_activations(gpu, M, fmt):
             assert not any(", true>" in name for name in names), "pair_activations=off paired"
             assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
             paired_runs += 1
-        if n == 5120:
-            _, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
-            assert any(", true>" in name for name in names), "5120x4096's default (a split of 4) did not pair"
+        if n in (5120, 8192):
+            default, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
+            assert ran_paired(names), f"{n}x{k}'s default did not pair"
+            assert_gemm_contract(default, ref, f"default N={n} K={k} M={M}")
     assert paired_runs >= 3, paired_runs  # k_split 4 (and 1-2 where the tiles allow) on the large shapes
 
 
@@ -394,15 +399,18 @@ def test_sm90_default_engine_by_share(gpu, n, k, M, general):
 
 @pytest.mark.parametrize("n, k, M, split_free", [(8192, 1024, 1, True), (4096, 1024, 8, True), (6144, 1024, 4, True),
                                                  (3072, 1024, 2, True), (6144, 768, 1, True), (4096, 1024, 16, False),
+                                                 (8192, 1024, 24, True), (6144, 1024, 16, True),
                                                  (2048, 1024, 4, False), (4096, 2048, 1, False)])
 def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
     """sm_90: up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
-    6144x1024, 4096x1024, 3072x1024, 6144x768); elsewhere (16 tokens, 32 CTAs, K = 2048) it keeps its
-    split of 2. On operands whose bits show the summation order, the default's bits are those of the
-    forced split it should take and differ from the other's; all three meet the §3.4 contract. (With
-    4 K blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200:
-    such a case cannot show which one ran.)"""
+    6144x1024, 4096x1024, 3072x1024, 6144x768); from 9 tokens it does so (with paired activations,
+    the bits of no split) where such CTAs cover at least 0.7 of the SMs (8192x1024 at 24 tokens,
+    6144x1024 at 16); elsewhere (4096x1024 at 16 tokens, 32 CTAs, K = 2048) it keeps its split of 2.
+    On operands whose bits show the summation order, the default's bits are those of the forced
+    split it should take and differ from the other's; all three meet the §3.4 contract. (With 4 K
+    blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200: such
+    a case cannot show which one ran.)"""
     _require_sm90()
     x, w, ws = order_revealing_operands(n, k, M, 17)
     ref = smallm_ref(x, w, ws)

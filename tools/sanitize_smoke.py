@@ -9,7 +9,7 @@ sglang_fp8ext/kernel_config.py), the engines and variants it does not pick by de
 stress their index math: odd N (48, 272, 2112), both weight layouts and scale formats, bias, M = 1, 13,
 16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the general kernel with 3 staging stages,
 the wgmma ring kernel forced to K splits 2 and 4 (its async exchange), paired activations at 13-32
-tokens, the register-fed kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and
+tokens (K splits 1, 2 and 4; the split-free pairs are 8192x1024's default there), the register-fed kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and
 shares too large for the 4-warpgroup kernel, where the wgmma plan takes its co-resident variant
 (6144x4096 and 4096x12288: a refilled ring and the direct exchange) or its whole-shared-memory
 instance (12288x4096 and 4096x12288 at 13-16 tokens). The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and 4096x1024 at
@@ -61,7 +61,7 @@ for n, k in SHAPES:
                         if "no sm_90 GEMM plan fits" not in str(e):
                             raise
             if 8 < m <= 32:  # paired activations: st.async of the prologue's bytes to the pair peer
-                for config in ([1, 4, 0, 0, 1, 0, 0, 0], [1, 2, 0, 0, 1, 0, 0, 0]):
+                for config in ([1, 4, 0, 0, 1, 0, 0, 0], [1, 2, 0, 0, 1, 0, 0, 0], [1, 1, 0, 0, 1, 0, 0, 0]):
                     try:
                         torch.ops.sgl_fp8._smallm_gemm_configured(x, w, ws, False, bias, config)
                     except RuntimeError as e:

@@ -99,11 +99,17 @@ constexpr double kWgmmaClusterCost[kMaxClusterSize + 1] = {0, 0, 0, 80 * 1024, 4
 // Fitted to an H200 sweep of splits 2 / 4 / 8 at 17-32 tokens on 10 shapes (docs/design/sm90.md):
 // charging every candidate its cluster twice and no window reads made the large shapes take the
 // split of 2, each CTA quantizing up to 28 tokens x 2048 K, measured slower than 4. Known misses:
-// 2560x4096 at 17-20 tokens (takes 4, 8 is faster) and 1024x4096 at 20 (takes 8, 4 is faster).
+// 2560x4096 at 17-20 tokens (takes 4, 8 is faster). (1024x4096 at 20 took 8 where 4 is faster; the
+// paired split of 4 now replaces it: plan_wgmma_ring_gemm.)
 // wgmma ring kernel, no K split by default (plan_wgmma_ring_gemm): K blocks a CTA at most,
 // and the least share of the SMs its row groups must cover.
 constexpr int kNoSplitMaxBlocks = 8;
 constexpr double kNoSplitMinSmFraction = 0.3;
+// From 9 tokens the split-free partition with paired activations, where its CTAs hold one window
+// over at most kNoSplitMaxBlocks blocks and cover at least this share of the SMs: with fewer (64 or
+// 48 CTAs) the split of 2, whose grid has twice the CTAs, was measured as fast or faster after a
+// copy kernel.
+constexpr double kPairedNoSplitMinSmFraction = 0.7;
 constexpr double kActivationByteWeight32 = 3.0;
 constexpr double kWindowReadWeight32 = 0.3;
 constexpr double kShortSliceBlockCost32 = 2 * kShortSliceBlockCost;
@@ -339,19 +345,42 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
         double(whole.row_groups) >= kNoSplitMinSmFraction * num_sms)
       return whole;
   }
-  // Paired activations by default where the plan took a K split of 4 from 9 tokens and the pairs
-  // (clusters of 8) fit with at most 1.25x its tiles a CTA: the same bits, measured faster at 9-32
-  // tokens on the large shapes (docs/design/sm90.md). On the H200 the pairs keep the partition
-  // (clusters of 8 and of 4 both hold 30 row groups). Not offered at other splits: the split of 2
-  // in clusters of 4 was measured slower on 4096x2048, and none other was measured.
-  if (best.engine == GemmEngine::kWgmma && best.k_split == 4 && !pair && !co_resident && token_tiles >= 2 &&
-      config.pair_activations != Toggle::kOff) {
+  // From 9 tokens, the same split-free CTAs (one window over at most kNoSplitMaxBlocks blocks) with
+  // paired activations, where they cover at least kPairedNoSplitMinSmFraction of the SMs: clusters of
+  // the two row groups, each CTA quantizing half of the tokens over the whole K, no partial-sum
+  // exchange. Measured faster than the plan's split of 2 at 9-32 tokens, after a copy kernel and back
+  // to back, on 8192x1024, 7168x1024, 6144x1024 and 8192x512 (96-128 CTAs); with 64 CTAs or fewer
+  // as fast or slower after a copy kernel (4096x1024, 4096x512, 3072x1024, 2560x1024, 2048x1024;
+  // docs/design/sm90.md).
+  if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && token_tiles >= 2 &&
+      config.pair_activations != Toggle::kOff && best.k_split > 1) {
+    GemmConfig whole_k = config;
+    whole_k.k_split = 1;
+    whole_k.pair_activations = Toggle::kOn;
+    const GemmPlan whole = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters);
+    if (whole.engine == GemmEngine::kWgmma && whole.pair && whole.max_tiles_per_cta == kWindowTiles &&
+        whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= kPairedNoSplitMinSmFraction * num_sms)
+      return whole;
+  }
+  // Paired activations by default from 9 tokens (the same bits): where the plan took a K split of 4
+  // and the pairs (clusters of 8) fit with at most 1.25x its tiles a CTA, measured faster at 9-32
+  // tokens on the large shapes; on the H200 the pairs keep the partition (clusters of 8 and of 4
+  // both hold 30 row groups). And in place of a split of 8 where the paired split of 4 has CTAs of
+  // one window: measured faster on 1536x4096 at 25-32 tokens and 1024x4096 at 24-32; where its
+  // CTAs had more tiles (2560x4096, 2048x4096, 2112x7168, 2048x7168) the split of 8 was level or
+  // faster (docs/design/sm90.md). The split of 2 in clusters of 4 was measured slower on 4096x2048.
+  const bool replace_split8 = best.k_split == 8 && config.k_split == 0;
+  if (best.engine == GemmEngine::kWgmma && (best.k_split == 4 || replace_split8) && !pair && !co_resident &&
+      token_tiles >= 2 && config.pair_activations != Toggle::kOff) {
     GemmConfig paired_config = config;
     paired_config.k_split = 4;
     paired_config.pair_activations = Toggle::kOn;
     const GemmPlan paired =
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
-    if (paired.engine == GemmEngine::kWgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta) return paired;
+    if (paired.engine == GemmEngine::kWgmma &&
+        (replace_split8 ? paired.max_tiles_per_cta == kWindowTiles
+                        : 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta))
+      return paired;
   }
   return best;
 }
