@@ -406,7 +406,8 @@ def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); from 9 tokens it does so (with paired activations,
     the bits of no split) where such CTAs cover at least 0.7 of the SMs (8192x1024 at 24 tokens,
-    6144x1024 at 16); elsewhere (4096x1024 at 16 tokens, 32 CTAs, K = 2048) it keeps its split of 2.
+    6144x1024 at 16); elsewhere (4096x1024 at 16 tokens: 64 CTAs; 2048x1024: 32; K = 2048) it keeps
+    its split of 2.
     On operands whose bits show the summation order, the default's bits are those of the forced
     split it should take and differ from the other's; all three meet the §3.4 contract. (With 4 K
     blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200: such
