@@ -329,37 +329,30 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   }
   best.token_tiles = token_tiles;
   best.chunks = 1;
-  // No K split by default up to 8 tokens where a CTA of one window (4 tiles) holds a whole K row
-  // of at most kNoSplitMaxBlocks blocks (64 KB) and those CTAs cover at least kNoSplitMinSmFraction
-  // of the SMs: no cluster, no exchange. The cost above weighs the busiest CTA's bytes and so
-  // prefers the split of 2, whose CTAs hold half as much. Measured faster than the split of 2 on
-  // 8192x1024, 6144x1024, 4096x1024 and 3072x1024 at 1-8 tokens; slower where its CTAs were fewer
-  // (32), held more of K (1536 and up) or from 16 tokens (docs/design/sm90.md). The SM-fraction
-  // bound lies between 32 and 48 CTAs of 132 (nothing between was measured).
-  if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && token_tiles == 1 &&
-      best.k_split > 1) {
+  // No K split by default where a CTA of one window (4 tiles) holds a whole K row of at most
+  // kNoSplitMaxBlocks blocks (64 KB) and those CTAs cover enough of the SMs: no cluster, no
+  // partial-sum exchange. The cost above weighs the busiest CTA's bytes and so prefers the split
+  // of 2, whose CTAs hold half as much (docs/design/sm90.md).
+  //  * Up to 8 tokens, from kNoSplitMinSmFraction of the SMs: measured faster than the split of 2
+  //    on 8192x1024, 6144x1024, 4096x1024 and 3072x1024 at 1-8 tokens; slower where its CTAs were
+  //    fewer (32) or held more of K (1536 and up). The bound lies between 32 and 48 CTAs of 132
+  //    (nothing between was measured).
+  //  * From 9 tokens (where each CTA quantizing every token of its K row was slower) with paired
+  //    activations: clusters of the two row groups, each CTA quantizing half of the tokens, from
+  //    kPairedNoSplitMinSmFraction of the SMs. Measured faster than the split of 2 at 9-32 tokens,
+  //    after a copy kernel and back to back, on 8192x1024, 7168x1024, 6144x1024 and 8192x512
+  //    (96-128 CTAs); with 64 CTAs or fewer as fast or slower after a copy kernel (4096x1024,
+  //    4096x512, 3072x1024, 2560x1024, 2048x1024).
+  const bool paired_whole_k = token_tiles >= 2;
+  if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && best.k_split > 1 &&
+      (!paired_whole_k || config.pair_activations != Toggle::kOff)) {
     GemmConfig whole_k = config;
     whole_k.k_split = 1;
+    if (paired_whole_k) whole_k.pair_activations = Toggle::kOn;
     const GemmPlan whole = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters);
-    if (whole.engine == GemmEngine::kWgmma && whole.max_tiles_per_cta == kWindowTiles && whole.max_blocks_per_cta <= kNoSplitMaxBlocks &&
-        double(whole.row_groups) >= kNoSplitMinSmFraction * num_sms)
-      return whole;
-  }
-  // From 9 tokens, the same split-free CTAs (one window over at most kNoSplitMaxBlocks blocks) with
-  // paired activations, where they cover at least kPairedNoSplitMinSmFraction of the SMs: clusters of
-  // the two row groups, each CTA quantizing half of the tokens over the whole K, no partial-sum
-  // exchange. Measured faster than the plan's split of 2 at 9-32 tokens, after a copy kernel and back
-  // to back, on 8192x1024, 7168x1024, 6144x1024 and 8192x512 (96-128 CTAs); with 64 CTAs or fewer
-  // as fast or slower after a copy kernel (4096x1024, 4096x512, 3072x1024, 2560x1024, 2048x1024;
-  // docs/design/sm90.md).
-  if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && token_tiles >= 2 &&
-      config.pair_activations != Toggle::kOff && best.k_split > 1) {
-    GemmConfig whole_k = config;
-    whole_k.k_split = 1;
-    whole_k.pair_activations = Toggle::kOn;
-    const GemmPlan whole = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters);
-    if (whole.engine == GemmEngine::kWgmma && whole.pair && whole.max_tiles_per_cta == kWindowTiles &&
-        whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= kPairedNoSplitMinSmFraction * num_sms)
+    const double min_sm_fraction = paired_whole_k ? kPairedNoSplitMinSmFraction : kNoSplitMinSmFraction;
+    if (whole.engine == GemmEngine::kWgmma && whole.max_tiles_per_cta == kWindowTiles &&
+        whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= min_sm_fraction * num_sms)
       return whole;
   }
   // Paired activations by default from 9 tokens (the same bits): where the plan took a K split of 4
