@@ -10,10 +10,12 @@ stress their index math: odd N (48, 272, 2112), both weight layouts and scale fo
 16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the general kernel with 3 staging stages,
 the wgmma ring kernel forced to K splits 2 and 4 (its async exchange), paired activations at 13-32
 tokens (K splits 1, 2 and 4; the split-free pairs are 8192x1024's default there), the register-fed
-kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and shares too large for the 4-warpgroup kernel, where the wgmma plan takes its co-resident variant
-(6144x4096 and 4096x12288: a refilled ring and the direct exchange) or its whole-shared-memory
-instance (12288x4096 and 4096x12288 at 13-16 tokens). The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and 4096x1024 at
-M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's exit code is the verdict.
+kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and shares too large for the
+4-warpgroup kernel, where the wgmma plan takes its co-resident variant (6144x4096 and 4096x12288: a
+refilled ring and the direct exchange) or its whole-shared-memory instance (12288x4096 and 4096x12288
+at 13-16 tokens). The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096,
+272x1024 and 4096x1024 at M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's
+exit code is the verdict.
 """
 
 import sys
