@@ -664,6 +664,18 @@ static void check_measured_pairing() {
   }
 }
 
+// 17152x1024 at 17-32 tokens: 132 CTAs of 9 tiles and no K split, so window-major CTAs whose tiles'
+// sums stay in the CTA (no cluster, no inbox barrier). tests/test_gpu.py runs this plan on the GPU.
+static void check_window_major_without_a_split() {
+  for (long long M : {17, 24, 32}) {
+    const GemmPlan plan = plan_wgmma_ring_gemm(17152, 1024, M, false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
+    const int windows = (plan.max_tiles_per_cta + kWindowTiles - 1) / kWindowTiles;
+    CHECK(plan.engine == GemmEngine::kWgmma && plan.k_split == 1 && !plan.pair && windows == kMaxWindows,
+          "17152x1024 M=%lld: k_split %d pair %d windows %d, expected 1, 0, %d", M, plan.k_split, int(plan.pair),
+          windows, kMaxWindows);
+  }
+}
+
 // Launches the H200 recorded: the CPU plan with h200_residency.h must give each one's K split,
 // row groups, pairing and shared memory (the CPU residency table once disagreed with the device's
 // for small CTAs, and the CPU plan of 4096x2048 at 24-32 tokens was not the one it launched).
@@ -1020,6 +1032,7 @@ int main(int argc, char** argv) {
   check_recorded_launches();
   check_measured_no_split();
   check_measured_pairing();
+  check_window_major_without_a_split();
   check_small_quotient();
   check_exchange_split();
   check_partial_token_slots();

@@ -400,14 +400,17 @@ def test_sm90_default_engine_by_share(gpu, n, k, M, general):
 @pytest.mark.parametrize("n, k, M, split_free", [(8192, 1024, 1, True), (4096, 1024, 8, True), (6144, 1024, 4, True),
                                                  (3072, 1024, 2, True), (6144, 768, 1, True), (4096, 1024, 16, False),
                                                  (8192, 1024, 24, True), (6144, 1024, 16, True),
-                                                 (2048, 1024, 4, False), (4096, 2048, 1, False)])
+                                                 (2048, 1024, 4, False), (4096, 2048, 1, False),
+                                                 (17152, 1024, 17, True), (17152, 1024, 32, True)])
 def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
     """sm_90: up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); from 9 tokens it does so (with paired activations,
     the bits of no split) where such CTAs cover at least 0.7 of the SMs (8192x1024 at 24 tokens,
     6144x1024 at 16); elsewhere (4096x1024 at 16 tokens: 64 CTAs; 2048x1024: 32; K = 2048) it keeps
-    its split of 2.
+    its split of 2. 17152x1024 at 17-32 tokens takes no K split with CTAs of 9 tiles, which run
+    window-major (a warpgroup a window) and keep each tile's sum in the CTA: no cluster, no inbox
+    barrier (the plan is pinned by tests/sm90_layout_check.cpp; its split of 2 is the general engine).
     On operands whose bits show the summation order, the default's bits are those of the forced
     split it should take and differ from the other's; all three meet the §3.4 contract. (With 4 K
     blocks, 4096x512 at one token, both splits happened to round to the same bits on the H200: such

@@ -367,6 +367,34 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
   }
 }
 
+// Outputs (m, n .. n + 7) = sums + bias, rounded to the output type, as one 16-byte store (the
+// output is the op's own contiguous [M, N] tensor, N a multiple of 16 and n of 8: 16-byte aligned).
+__device__ __forceinline__ void store_8_outputs(const GemmKernelArgs& a, float (&sums)[8], int m, int n) {
+  const uint16_t* bias = static_cast<const uint16_t*>(a.bias);
+  uint32_t packed[4];
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    float s0 = sums[j], s1 = sums[j + 1];
+    if (a.out_is_fp16) {
+      if (bias) {  // exact conversions (the hardware's, not fp16_bits_to_f32's software path: less code)
+        s0 += __half2float(__ushort_as_half(bias[n + j]));
+        s1 += __half2float(__ushort_as_half(bias[n + j + 1]));
+      }
+      const __half2 h = __halves2half2(__float2half_rn(s0), __float2half_rn(s1));
+      packed[j / 2] = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      if (bias) {
+        s0 += bf16_bits_to_f32(bias[n + j]);
+        s1 += bf16_bits_to_f32(bias[n + j + 1]);
+      }
+      const __nv_bfloat162 h = __halves2bfloat162(__float2bfloat16_rn(s0), __float2bfloat16_rn(s1));
+      packed[j / 2] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+  }
+  *reinterpret_cast<uint4*>(static_cast<uint16_t*>(a.out) + int64_t(m) * a.N + n) =
+      make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
 // Epilogue, fixed order (bitwise reproducible, no atomics): sum the warps_k partials of each
 // tile in warp order, push the sum into the inbox of the cluster CTA that finishes the tile
 // (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
@@ -382,7 +410,10 @@ __device__ __forceinline__ void store_output(const GemmKernelArgs& a, float sum,
 // Paired activations (the wgmma ring kernel): the cluster's K ranks of this CTA's row group are
 // cluster CTAs cluster_rank_base + r, and where the prologue already completed the phase begun at
 // entry, entry_phase_pending is false.
-template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps, bool ASYNC_CAPABLE = false>
+// UNSPLIT_DIRECT (the wgmma ring kernel): without a K split the final sums read the parked partials
+// directly. At 32 tokens a thread sums and stores eight outputs at once (store_8_outputs).
+template <int TOKEN_TILES, int WORKERS = kGemmThreads, int MAX_WARPS_K = kGemmWarps, bool ASYNC_CAPABLE = false,
+          bool UNSPLIT_DIRECT = false>
 __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float* red, float* inbox, int tile_begin,
                                                  int ntiles, int nblocks, int rank, int m_begin, int tokens,
                                                  bool worker, bool async_exchange = false, uint32_t inbox_bar = 0,
@@ -394,8 +425,13 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   const int active_wk = min(a.warps_k, nblocks);
   const int tile_outputs = kTileRows * kTokenPad;
   const ExchangeSplit split = exchange_split(a, ntiles);
+  // UNSPLIT_DIRECT, without a K split: the CTA owns all its tiles, so the final sums read the warps'
+  // partials straight from where they are parked (the same order, the same bits), with no inbox
+  // round trip or barrier. Compile-time: in the general kernel the longer final loop (up to 8 warps'
+  // partials) made ptxas spill in its K loop.
+  const bool k_split = a.k_split > 1, exchange = !UNSPLIT_DIRECT || k_split;
 #pragma unroll 1
-  for (int i = threadIdx.x; worker && i < ntiles * (tile_outputs / 4); i += WORKERS) {
+  for (int i = threadIdx.x; worker && exchange && i < ntiles * (tile_outputs / 4); i += WORKERS) {
     const int local_tile = i / (tile_outputs / 4), within = (i % (tile_outputs / 4)) * 4;
     const float* slot = red + local_tile * a.warps_k * tile_outputs + within;
     float4 sum = *reinterpret_cast<const float4*>(slot);
@@ -424,27 +460,62 @@ __device__ __forceinline__ void reduce_and_store(const GemmKernelArgs& a, float*
   }
   if (ASYNC_CAPABLE && async_exchange) {
     mbarrier_wait</*CLUSTER_ACQUIRE=*/true>(inbox_bar, 0);
-  } else if (a.k_split > 1) {
+  } else if (k_split) {
     cluster.sync();
-  } else {
+  } else if (exchange) {
     __syncthreads();
   }
 
   const int owned_begin = split.first_tile(rank), owned_end = split.first_tile(rank + 1);
-  // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
-  // compile-time padding, so that no integer division by `tokens` is needed.
+  // An owned tile's partials: the ranks' sums in rank order, or (no K split) the warps' in warp order.
+  auto tile_slots = [&](int owned) {
+    return exchange ? inbox + owned * a.k_split * tile_outputs : red + owned * a.warps_k * tile_outputs;
+  };
+  if constexpr (TOKEN_TILES == 4) {
+    // 32 tokens: eight rows of one token a thread, stored as one 16-byte piece (scalar stores cost
+    // about 0.2 us for each output a thread stores); threads 2j and 2j + 1 take rows 0-7 and 8-15 of
+    // one token, a 32-byte sector. The same sums in the same order as the scalar path: the same bits.
 #pragma unroll 1
-  for (int i = threadIdx.x; worker && i < (owned_end - owned_begin) * kTileRows * kTokenPad; i += WORKERS) {
-    const int row = i % kTileRows, rest = i / kTileRows;
-    const int m = rest % kTokenPad, owned = rest / kTokenPad;
-    if (m >= tokens) continue;
-    const float* slots = inbox + owned * a.k_split * tile_outputs + row * kTokenPad + partial_token_slot(row, m, kTokenPad);
-    float sum = slots[0];
+    for (int i = threadIdx.x; worker && i < (owned_end - owned_begin) * 2 * kTokenPad; i += WORKERS) {
+      const int half = i & 1, rest = i >> 1;
+      const int m = rest % kTokenPad, owned = rest / kTokenPad;
+      if (m >= tokens) continue;
+      const float* slots = tile_slots(owned);
+      const int parts = exchange ? a.k_split : active_wk;
+      int cell[8];
+      float sums[8];
 #pragma unroll
-    for (int r = 1; r < kMaxClusterSize; ++r)  // a compile-time bound, as above
-      if (r < a.k_split) sum += slots[r * tile_outputs];
-    const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
-    store_output(a, sum, m_begin + m, n);
+      for (int j = 0; j < 8; ++j) {
+        const int row = 8 * half + j;
+        cell[j] = row * kTokenPad + partial_token_slot(row, m, kTokenPad);
+        sums[j] = slots[cell[j]];
+      }
+#pragma unroll 1
+      for (int r = 1; r < parts; ++r) {  // in order; eight independent loads a turn
+        const float* rank_slots = slots + r * tile_outputs;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sums[j] += rank_slots[cell[j]];
+      }
+      store_8_outputs(a, sums, m_begin + m, (tile_begin + owned_begin + owned) * kTileRows + 8 * half);
+    }
+  } else {
+    // Row fastest (consecutive threads store consecutive outputs); the token index runs over the
+    // compile-time padding, so that no integer division by `tokens` is needed.
+    constexpr int kMaxParts = UNSPLIT_DIRECT && MAX_WARPS_K > kMaxClusterSize ? MAX_WARPS_K : kMaxClusterSize;
+#pragma unroll 1
+    for (int i = threadIdx.x; worker && i < (owned_end - owned_begin) * kTileRows * kTokenPad; i += WORKERS) {
+      const int row = i % kTileRows, rest = i / kTileRows;
+      const int m = rest % kTokenPad, owned = rest / kTokenPad;
+      if (m >= tokens) continue;
+      const float* slots = tile_slots(owned) + row * kTokenPad + partial_token_slot(row, m, kTokenPad);
+      const int parts = exchange ? a.k_split : active_wk;
+      float sum = slots[0];
+#pragma unroll
+      for (int r = 1; r < kMaxParts; ++r)  // a compile-time bound, as above
+        if (r < parts) sum += slots[r * tile_outputs];
+      const int n = (tile_begin + owned_begin + owned) * kTileRows + row;
+      store_output(a, sum, m_begin + m, n);
+    }
   }
 }
 

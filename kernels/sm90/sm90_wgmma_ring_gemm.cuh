@@ -535,10 +535,9 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // (Paired activations: the phase begun at entry was completed in the prologue; with the inbox
   // over the activations the one begun after the MMAs is pending.)
   // (Window-major: one partial a tile, in slot 0, as after a single block.)
-  reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange>(a, red, inbox, tile_begin, ntiles,
-                                                               window_major ? 1 : nblocks, rank, 0, tokens,
-                                                               true, async_exchange, inbox_bar, cluster_rank_base,
-                                                               !PAIR || inbox_over_activations);
+  reduce_and_store<TOKEN_TILES, kThreads, WGS, kAsyncExchange, /*UNSPLIT_DIRECT=*/true>(
+      a, red, inbox, tile_begin, ntiles, window_major ? 1 : nblocks, rank, 0, tokens, true, async_exchange, inbox_bar,
+      cluster_rank_base, !PAIR || inbox_over_activations);
 }
 
 }  // namespace sgl_fp8::sm90
