@@ -180,18 +180,14 @@ def rank_main(rank: int, world_size: int, port: int, backend: str, cases: list, 
             if cuda_graph:
                 result.update(graph_replay(case, up, down, xs, outputs, world_size, rank))
             torch.save(result, os.path.join(out_dir, f"{case.name}.rank{rank}.pt"))
-        # Both ranks past their last collective before either tears its connections down: a rank
-        # that destroyed the group while its peer was still finishing the last all-reduce aborted
-        # the peer in gloo's teardown once in CI ("terminate called without an active exception").
-        # Only on success: after an error the peer may never reach it.
+        # Gloo's teardown has rarely aborted a rank in CI ("terminate called without an active
+        # exception"). So both ranks pass their last collective before either destroys the group
+        # (only on success: after an error the peer may never reach it), and then leave without the
+        # interpreter's finalization: the parent checks the saved results and the exit code, not
+        # torch's teardown at exit.
         dist.barrier()
     finally:
         dist.destroy_process_group()
-    # Results saved and the group destroyed: leave without the interpreter's finalization (torch's
-    # C++ teardown at exit). Under torch 2.14.1 a gloo rank was aborted in CI, rarely, even with the
-    # barrier above ("terminate called without an active exception": a C++ thread object destroyed
-    # unjoined; 60 local runs did not reproduce it). The parent checks the saved results and this
-    # exit code; should an abort come before this point, faulthandler prints where.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
