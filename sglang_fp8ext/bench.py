@@ -7,7 +7,8 @@ the number of calls. The floor is the op's bytes (weight + scales + activations 
 the device-to-device copy bandwidth measured in the same run, so every time is also a ratio.
 Peers: our quant + torch._scaled_mm with cuBLASLt blockwise scaling, our quant + scaled_gemm
 (the unfused path), bf16 F.linear of the dequantized weight, and, when ``import deep_gemm``
-works, our quant + DeepGEMM's fp8_gemm_nt (PDL on; see load_deepgemm).
+works, our quant + DeepGEMM's fp8_gemm_nt (PDL on; see load_deepgemm) and DeepGEMM's GEMM alone
+on activations quantized before the graph (what it costs with the quant taken as free).
 
 Two orders, in the same run: back to back (the calls one after another) and decode order (each
 call after a producer kernel, x.copy_(x_src), that writes its activations, as in a decode step;
@@ -44,7 +45,9 @@ SCALED_MM_PEER = "quant+scaled_mm(cuBLASLt)"
 UNFUSED_PEER = "quant+scaled_gemm"
 BF16_PEER = "bf16_linear"
 DEEPGEMM_PEER = "deepgemm+quant"
-PEER_ORDER = (SCALED_MM_PEER, DEEPGEMM_PEER, UNFUSED_PEER, BF16_PEER)
+DEEPGEMM_GEMM_PEER = "deepgemm_gemm_only"  # its GEMM on activations quantized outside the timed graph
+DEEPGEMM_PEERS = (DEEPGEMM_PEER, DEEPGEMM_GEMM_PEER)
+PEER_ORDER = (SCALED_MM_PEER, DEEPGEMM_PEER, DEEPGEMM_GEMM_PEER, UNFUSED_PEER, BF16_PEER)
 # --diagnose: the fused op under other kernel configurations (each with a correct output), timed
 # beside its own plan to see what each engine or knob costs at a point; a configuration that the
 # kernels cannot plan for the shape is reported and skipped.
@@ -207,13 +210,18 @@ def deepgemm_quant(x_pad: torch.Tensor, m: int) -> Tuple[torch.Tensor, torch.Ten
     return q[:m], scale[:m]
 
 
-def deepgemm_linear(dg, x_pad: torch.Tensor, m: int, w: torch.Tensor, w_scale_f32: torch.Tensor) -> torch.Tensor:
-    """Our quant + deep_gemm.fp8_gemm_nt (default sm90 recipe: 1x128 activation, 128x128 weight
-    blocks, fp32 scales), bf16 output [M, N]."""
-    a = deepgemm_quant(x_pad, m)
-    out = torch.empty((m, w.shape[0]), dtype=torch.bfloat16, device=x_pad.device)
+def deepgemm_gemm(dg, a: Tuple[torch.Tensor, torch.Tensor], w: torch.Tensor, w_scale_f32: torch.Tensor) -> torch.Tensor:
+    """deep_gemm.fp8_gemm_nt (default sm90 recipe: 1x128 activation, 128x128 weight blocks, fp32
+    scales) on activations `a` as deepgemm_quant gives them, bf16 output [M, N]."""
+    q = a[0]
+    out = torch.empty((q.shape[0], w.shape[0]), dtype=torch.bfloat16, device=q.device)
     dg.fp8_gemm_nt(a, (w, w_scale_f32), out)
     return out
+
+
+def deepgemm_linear(dg, x_pad: torch.Tensor, m: int, w: torch.Tensor, w_scale_f32: torch.Tensor) -> torch.Tensor:
+    """Our quant + DeepGEMM's GEMM: what a user of DeepGEMM runs per call."""
+    return deepgemm_gemm(dg, deepgemm_quant(x_pad, m), w, w_scale_f32)
 
 
 DEEPGEMM_API = ("fp8_gemm_nt", "set_pdl", "get_pdl", "get_mn_major_tma_aligned_tensor")
@@ -303,16 +311,18 @@ def measure_point(n: int, k: int, m: int, e8m0: bool, weights: list, bf16_weight
         progress(f"  {SCALED_MM_PEER} unavailable: {str(e).splitlines()[0][:160]}")
     if dg is not None and deepgemm_ready(dg, dg_info, x_pad, m, weights[0], (n, k, m, e8m0)):
         paths[DEEPGEMM_PEER] = [lambda w=w, f=f: deepgemm_linear(dg, x_pad, m, w, f) for w, _, f in weights]
+        x_quantized = deepgemm_quant(x_pad, m)  # once, before any graph: the GEMM alone is timed
+        paths[DEEPGEMM_GEMM_PEER] = [lambda w=w, f=f: deepgemm_gemm(dg, x_quantized, w, f) for w, _, f in weights]
     paths[BF16_PEER] = [lambda w=w: F.linear(x, w) for w in bf16_weights]
 
     def timed(name: str, calls) -> Optional[float]:
-        if name != DEEPGEMM_PEER:
+        if name not in DEEPGEMM_PEERS:
             return time_in_graph(calls, replays)
         try:  # an optional peer that cannot be captured or replayed is recorded, not fatal
             return time_in_graph(calls, replays)
         except RuntimeError as e:
-            why = f"N={n} K={k} M={m} {'e8m0' if e8m0 else 'fp32'}: not timed: {str(e).strip().splitlines()[0][:160]}"
-            progress(f"  {DEEPGEMM_PEER} {why}")
+            why = f"N={n} K={k} M={m} {'e8m0' if e8m0 else 'fp32'}: {name} not timed: {str(e).strip().splitlines()[0][:160]}"
+            progress(f"  {why}")
             dg_info["failures"].append(why)
             return None
 
@@ -322,7 +332,8 @@ def measure_point(n: int, k: int, m: int, e8m0: bool, weights: list, bf16_weight
     for name in PEER_ORDER:
         row.peers[name] = timed(name, paths[name]) if name in paths else None
     if dg_info is None or not dg_info.get("present"):
-        del row.peers[DEEPGEMM_PEER]  # absent from the run, said once at its top level
+        for name in DEEPGEMM_PEERS:  # absent from the run, said once at its top level
+            del row.peers[name]
     if decode:
         producer = time_in_graph([produce] * copies, replays)
 

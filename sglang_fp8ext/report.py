@@ -22,10 +22,12 @@ PAGE_DEFAULT = os.path.join("docs", "benchmarks.md")
 NOT_RECORDED = "not recorded"
 NOT_MEASURED = "not measured"  # a figure the run did not take (e.g. a JSON older than the measurement)
 DEEPGEMM = "deepgemm+quant"
+DEEPGEMM_GEMM = "deepgemm_gemm_only"
 # Known peers of bench.py, in the order the tables show them, with their column titles. Any other
 # peer a JSON carries follows them in order of first appearance, titled by its own name.
 PEER_TITLES = {
     DEEPGEMM: "DeepGEMM+quant",
+    DEEPGEMM_GEMM: "DeepGEMM GEMM alone",
     "quant+scaled_mm(cuBLASLt)": "cuBLASLt",
     "quant+scaled_gemm": "unfused",
     "bf16_linear": "bf16",
@@ -168,6 +170,9 @@ def deepgemm_method(bench: dict) -> str:
         "give it the same power-of-two weight scales as fp32, and fp32 activation scales (sm90 DeepGEMM has no "
         "e8m0 inputs). Each point checks its output against our `scaled_gemm` on the same quantized inputs "
         "before timing it.")
+    if any(DEEPGEMM_GEMM in r.get("peers", {}) for r in bench.get("rows", [])):
+        text += (" DeepGEMM GEMM alone = its `fp8_gemm_nt` on activations quantized once before the graph: "
+                 "what it would cost if the quant were free.")
     failures = dg.get("failures") or []
     if failures:
         text += f" Not timed at {len(failures)} point(s), e.g. {failures[0]}."
@@ -276,9 +281,26 @@ def deepgemm_limit(rows: List[dict]) -> str:
     text = (f"**DeepGEMM.** In decode order DeepGEMM+quant takes {low:.2f}-{high:.2f}x the fused op's time over "
             f"the {len(points)} points where both were timed; ")
     if not faster:
-        return text + "the fused op is faster at every one. See [design](design/sm90.md)."
+        return text + "the fused op is faster at every one." + deepgemm_gemm_limit(rows) + " See [design](design/sm90.md)."
     where = ", ".join(f"{r['N']}x{r['K']} M={r['M']} {r['scale']} ({q:.3f}x)" for r, q in faster)
-    return text + f"DeepGEMM is faster at {len(faster)}: {where}. See [design](design/sm90.md)."
+    text += f"DeepGEMM is faster at {len(faster)}: {where}."
+    return text + deepgemm_gemm_limit(rows) + " See [design](design/sm90.md)."
+
+
+def deepgemm_gemm_limit(rows: List[dict]) -> str:
+    """DeepGEMM's GEMM alone against the fused op in decode order, where the JSON has it."""
+    points = []
+    for r in rows:
+        fused, decode_peers = decode_times(r)
+        if fused and decode_peers.get(DEEPGEMM_GEMM) is not None:
+            points.append((r, decode_peers[DEEPGEMM_GEMM] / fused))
+    if not points:
+        return ""
+    low, high = min(q for _, q in points), max(q for _, q in points)
+    faster = sorted({r["M"] for r, q in points if q < 1.0})
+    text = (f" Its GEMM alone (the quant taken as free) takes {low:.2f}-{high:.2f}x the fused op's time; it is faster "
+            f"at {sum(q < 1.0 for _, q in points)} of {len(points)} points")
+    return text + (f" (M = {', '.join(map(str, faster))})." if faster else ".")
 
 
 def scale_table(rows: List[dict], scale: str, peers: List[str]) -> List[str]:

@@ -18,7 +18,7 @@ from sglang_fp8ext import reference
 
 # Made-up graph times (us per call) of each kind of call; a graph's stand-in time is the sum over
 # the kinds it calls, less L2_SAVING when every fused call reads the same weight.
-BASE = {"copy": 1.0, "fused": 3.0, "unfused": 5.0, "bf16": 6.0, "deepgemm": 7.0}
+BASE = {"copy": 1.0, "quant": 0.5, "fused": 3.0, "unfused": 5.0, "bf16": 6.0, "deepgemm": 7.0}
 L2_SAVING = 0.5
 
 
@@ -29,7 +29,7 @@ class Recorder:
         self.graphs = []
         self.inside = False
         real_smallm, real_scaled, real_linear = ops.smallm_gemm, ops.scaled_gemm, torch.nn.functional.linear
-        real_copy = torch.Tensor.copy_
+        real_quant, real_copy = ops.per1x128_quant, torch.Tensor.copy_
 
         def smallm_gemm(x, w, s, *args, **kwargs):
             self.event("fused", w.data_ptr())
@@ -38,6 +38,10 @@ class Recorder:
         def scaled_gemm(*args, **kwargs):
             self.event("unfused")
             return real_scaled(*args, **kwargs)
+
+        def per1x128_quant(*args, **kwargs):
+            self.event("quant")
+            return real_quant(*args, **kwargs)
 
         def linear(x, w, *args, **kwargs):
             self.event("bf16")
@@ -49,6 +53,7 @@ class Recorder:
 
         monkeypatch.setattr(ops, "smallm_gemm", smallm_gemm)
         monkeypatch.setattr(ops, "scaled_gemm", scaled_gemm)
+        monkeypatch.setattr(ops, "per1x128_quant", per1x128_quant)
         monkeypatch.setattr(torch.nn.functional, "linear", linear)
         monkeypatch.setattr(torch.Tensor, "copy_", copy_)
         monkeypatch.setattr(bench, "time_in_graph", self.timer)
@@ -191,22 +196,28 @@ def test_point_orders_l2_and_deepgemm(monkeypatch, e8m0):
                                     for seen in fake.scales_seen)
     # back to back, cold: every path over all the weight copies, no producer
     assert row.fused_us == BASE["fused"]
-    assert row.peers == {bench.SCALED_MM_PEER: None, bench.DEEPGEMM_PEER: BASE["deepgemm"],
-                         bench.UNFUSED_PEER: BASE["unfused"], bench.BF16_PEER: BASE["bf16"]}
+    # the quant is inside every quant + GEMM path's graph, and outside DeepGEMM's GEMM alone
+    peers = {bench.SCALED_MM_PEER: None, bench.DEEPGEMM_PEER: BASE["quant"] + BASE["deepgemm"],
+             bench.DEEPGEMM_GEMM_PEER: BASE["deepgemm"], bench.UNFUSED_PEER: BASE["quant"] + BASE["unfused"],
+             bench.BF16_PEER: BASE["bf16"]}
+    assert row.peers == peers and list(row.peers) == list(bench.PEER_ORDER)
     # L2-resident: the fused op on one weight, as many calls
     assert row.l2_resident_us == BASE["fused"] - L2_SAVING
     l2 = [gr for gr in rec.graphs if {p for kind, p in gr if kind == "fused"} == {weights[0][0].data_ptr()}]
     assert len(l2) == 1 and len(l2[0]) == len(weights)
     # decode order: producer + call minus the producer alone, for the fused op and every peer
-    assert row.decode == {"producer_us": BASE["copy"], "fused_us": BASE["fused"],
-                          "peers": {bench.SCALED_MM_PEER: None, bench.DEEPGEMM_PEER: BASE["deepgemm"],
-                                    bench.UNFUSED_PEER: BASE["unfused"], bench.BF16_PEER: BASE["bf16"]}}
+    assert row.decode == {"producer_us": BASE["copy"], "fused_us": BASE["fused"], "peers": peers}
     decode_graphs = [gr for gr in rec.graphs if gr and gr[0][0] == "copy" and len(gr) > len(weights)]
-    assert len(decode_graphs) == 4  # fused, deepgemm, unfused, bf16
-    for gr in decode_graphs:
+    calls_after_copy = []
+    for gr in decode_graphs:  # copy, one call's kernels, copy, the next call's, ...
         kinds = [kind for kind, _ in gr]
-        assert kinds[0::2] == ["copy"] * len(weights) and "copy" not in kinds[1::2], kinds
-        assert len(set(kinds[1::2])) == 1
+        starts = [i for i, kind in enumerate(kinds) if kind == "copy"]
+        assert len(starts) == len(weights), kinds
+        segments = [tuple(kinds[i + 1:j]) for i, j in zip(starts, starts[1:] + [len(kinds)])]
+        assert len(set(segments)) == 1 and segments[0], kinds
+        calls_after_copy.append(segments[0])
+    assert sorted(calls_after_copy) == sorted([("fused",), ("quant", "deepgemm"), ("deepgemm",), ("quant", "unfused"),
+                                               ("bf16",)])
     fused_decode = next(gr for gr in decode_graphs if gr[1][0] == "fused")
     assert len({p for kind, p in fused_decode if kind == "fused"}) == len(weights)  # cold in decode order too
     producer_alone = [gr for gr in rec.graphs if gr and {kind for kind, _ in gr} == {"copy"}]
@@ -225,7 +236,7 @@ def test_point_without_deepgemm_or_decode(monkeypatch):
     no_scaled_mm(monkeypatch)
     info = {"present": False, "reason": "switched off (--no-deepgemm)"}
     row = bench.measure_point(256, 128, 1, False, weights, bf16_weights, g, 1, 1.0, None, info, decode=False)
-    assert bench.DEEPGEMM_PEER not in row.peers and row.decode is None
+    assert not set(bench.DEEPGEMM_PEERS) & set(row.peers) and row.decode is None
     assert row.l2_resident_us == BASE["fused"] - L2_SAVING
     assert not any(kind == "copy" for gr in rec.graphs for kind, _ in gr)
 
@@ -241,14 +252,60 @@ def test_point_deepgemm_failures_are_recorded_not_timed(monkeypatch, broken):
     monkeypatch.setitem(sys.modules, "deep_gemm", fake)
     dg, info = bench.load_deepgemm()
     row = bench.measure_point(256, 256, 4, False, weights, bf16_weights, g, 1, 1.0, dg, info)
-    assert row.peers[bench.DEEPGEMM_PEER] is None and row.decode["peers"][bench.DEEPGEMM_PEER] is None
-    assert row.peers[bench.UNFUSED_PEER] == BASE["unfused"]
+    for name in bench.DEEPGEMM_PEERS:
+        assert row.peers[name] is None and row.decode["peers"][name] is None
+    assert row.peers[bench.UNFUSED_PEER] == BASE["quant"] + BASE["unfused"]
     assert len(info["failures"]) == 1 and info["failures"][0].startswith("N=256 K=256 M=4 fp32: ")
     if broken == "copies_scales":
         assert info["scale_layout_copy_free"] is False and "copies our scales" in info["failures"][0]
     else:
         assert info["scale_layout_copy_free"] is True and "differs from scaled_gemm" in info["failures"][0]
     assert not any(kind == "deepgemm" for gr in rec.graphs for kind, _ in gr)
+
+
+def test_deepgemm_gemm_alone_takes_the_quantized_activations_as_given(monkeypatch):
+    """The GEMM-alone peer multiplies the activations deepgemm_quant gave: the same output as
+    quant + GEMM on the same x, [M, N] bf16, and no quant of its own."""
+    n, k, m = 256, 384, 3
+    (w, _, f), = weights_for(n, k, False, copies=1)[0]
+    x_pad, _ = bench.padded_activations(m, k, torch.Generator().manual_seed(1), "cpu")
+    fake = FakeDeepGEMM()
+    a = bench.deepgemm_quant(x_pad, m)
+    quants = []
+    real_quant = ops.per1x128_quant
+    monkeypatch.setattr(ops, "per1x128_quant", lambda *args, **kwargs: quants.append(1) or real_quant(*args, **kwargs))
+    alone = bench.deepgemm_gemm(fake, a, w, f)
+    assert not quants
+    both = bench.deepgemm_linear(fake, x_pad, m, w, f)
+    assert len(quants) == 1
+    assert alone.shape == (m, n) and alone.dtype == torch.bfloat16 and torch.equal(alone, both)
+
+
+def test_point_deepgemm_capture_failure_skips_that_path_only(monkeypatch):
+    """A DeepGEMM path whose graph cannot be captured is recorded as a failure and left untimed;
+    the other DeepGEMM path and the rest of the point are still timed."""
+    weights, bf16_weights, g = weights_for(256, 256, False, copies=2)
+    rec = Recorder(monkeypatch)
+    no_scaled_mm(monkeypatch)
+    fake = FakeDeepGEMM()
+    fake.recorder = rec
+    monkeypatch.setitem(sys.modules, "deep_gemm", fake)
+    dg, info = bench.load_deepgemm()
+    stand_in = rec.timer
+
+    def timer(calls, replays):  # a graph of the GEMM alone fails to capture
+        t = stand_in(calls, replays)
+        if {kind for kind, _ in rec.graphs[-1]} == {"deepgemm"}:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        return t
+
+    monkeypatch.setattr(bench, "time_in_graph", timer)
+    row = bench.measure_point(256, 256, 4, False, weights, bf16_weights, g, 1, 1.0, dg, info, decode=False)
+    assert row.peers[bench.DEEPGEMM_GEMM_PEER] is None
+    assert row.peers[bench.DEEPGEMM_PEER] == BASE["quant"] + BASE["deepgemm"]
+    assert row.fused_us == BASE["fused"] and row.peers[bench.UNFUSED_PEER] == BASE["quant"] + BASE["unfused"]
+    assert len(info["failures"]) == 1
+    assert info["failures"][0].startswith(f"N=256 K=256 M=4 fp32: {bench.DEEPGEMM_GEMM_PEER} not timed: CUDA error")
 
 
 def bench_args(*argv):
@@ -291,7 +348,7 @@ def test_main_passes_the_flags_and_writes_the_json(monkeypatch, tmp_path, capsys
     assert ("decode order: after a producer kernel" in out) == (not argv)
     raw = json.loads((tmp_path / "t.json").read_text())
     assert raw["deepgemm"]["present"] is False and [r["M"] for r in raw["rows"]] == [1, 2]
-    assert all(bench.DEEPGEMM_PEER not in r["peers"] for r in raw["rows"])
+    assert all(not set(bench.DEEPGEMM_PEERS) & set(r["peers"]) for r in raw["rows"])
     assert all((r["decode"] is None) == bool(argv) for r in raw["rows"])
     assert all(r["l2_resident_us"] == BASE["fused"] - L2_SAVING for r in raw["rows"])
 

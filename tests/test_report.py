@@ -174,16 +174,20 @@ def test_cpu_bench_json_is_refused(tmp_path, capsys):
 
 
 DG = "deepgemm+quant"
+DG_GEMM = "deepgemm_gemm_only"
 
 
-def with_orders(bench, decode_rows=None, deepgemm=None):
+def with_orders(bench, decode_rows=None, deepgemm=None, gemm_alone=None):
     """A copy of `bench` whose rows carry the decode-order and L2-resident fields (in the rows whose
     index is in `decode_rows`, all when None) and, with `deepgemm` (a dict: DeepGEMM's time per
-    (N, M, scale)), DeepGEMM figures in both orders and the run's DeepGEMM record."""
+    (N, M, scale)), DeepGEMM figures in both orders and the run's DeepGEMM record; with
+    `gemm_alone` (likewise), its GEMM-alone figures."""
     out = json.loads(json.dumps(bench))
     for i, r in enumerate(out["rows"]):
         if deepgemm is not None:
             r["peers"][DG] = deepgemm.get((r["N"], r["M"], r["scale"]))
+        if gemm_alone is not None:
+            r["peers"][DG_GEMM] = gemm_alone.get((r["N"], r["M"], r["scale"]))
         if decode_rows is not None and i not in decode_rows:
             continue
         r["l2_resident_us"] = r["fused_us"] - 1.0
@@ -241,6 +245,34 @@ def test_decode_order_is_the_headline_with_deepgemm_and_l2():
     assert "measured outside `bench`" not in limits
     l2 = [r["l2_resident_us"] for r in bench["rows"]]
     assert f"a call takes {min(l2):.2f}-{max(l2):.2f} µs" in limits
+
+
+def test_deepgemm_gemm_alone_column_method_and_limit():
+    """DeepGEMM's GEMM alone, where the JSON has it: a column after DeepGEMM+quant in every table,
+    a sentence in the method and its decode-order ratios in the known limits."""
+    alone = {key: None if t is None else t - 2.0 for key, t in DG_TIMES.items()}
+    bench = with_orders(SYNTHETIC, deepgemm=DG_TIMES, gemm_alone=alone)
+    page = report.generate(bench, SYNTHETIC_DECODE)
+    for title in ("Decode order, fp32", "Back to back, e8m0"):
+        header = table_rows(section(page, title))[0]
+        first_peer = 5 if title.startswith("Decode") else 6
+        assert [h.split(" µs")[0] for h in header[first_peer:]] == [
+            "DeepGEMM+quant", "DeepGEMM GEMM alone", "cuBLASLt", "unfused", "bf16"]
+    b2b = table_rows(section(page, "Back to back, fp32"))
+    m8 = next(c for c in b2b[1:-1] if (c[0], c[2]) == ("256", "8"))
+    assert m8[6] == "6.00 (1.20x)" and m8[7] == "4.00 (0.80x)"  # 256x128 M=8: 6.0 and 4.0 over 5.0
+    assert "DeepGEMM GEMM alone = its `fp8_gemm_nt` on activations quantized once" in "\n".join(section(page, "Method"))
+    ratios = [r["decode"]["peers"][DG_GEMM] / r["decode"]["fused_us"] for r in bench["rows"]
+              if r["decode"]["peers"][DG_GEMM] is not None]
+    faster_ms = sorted({r["M"] for r in bench["rows"] if r["decode"]["peers"][DG_GEMM] is not None
+                        and r["decode"]["peers"][DG_GEMM] < r["decode"]["fused_us"]})
+    assert ratios and faster_ms
+    limits = "\n".join(section(page, "Known limits"))
+    assert (f"Its GEMM alone (the quant taken as free) takes {min(ratios):.2f}-{max(ratios):.2f}x the fused op's "
+            f"time; it is faster at {sum(q < 1 for q in ratios)} of {len(ratios)} points "
+            f"(M = {', '.join(map(str, faster_ms))}).") in limits
+    without = report.generate(with_orders(SYNTHETIC, deepgemm=DG_TIMES), SYNTHETIC_DECODE)
+    assert "GEMM alone" not in without
 
 
 def test_decode_order_not_measured_renders():
