@@ -69,7 +69,7 @@ for step in "$@"; do
       ;;
     bench)
       say "python -m sglang_fp8ext bench"
-      timeout 150 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      timeout 240 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
     e2e)
