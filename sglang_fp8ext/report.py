@@ -267,13 +267,19 @@ def decode_headline(rows: List[dict], peers: List[str]) -> List[str]:
     return lines[:-1]
 
 
-def deepgemm_limit(rows: List[dict]) -> str:
-    """The known limit about DeepGEMM, from the decode-order figures where the JSON has them."""
+def decode_ratios(rows: List[dict], peer: str) -> list:
+    """(row, peer / fused) in decode order at every row where both were timed."""
     points = []
     for r in rows:
         fused, decode_peers = decode_times(r)
-        if fused and decode_peers.get(DEEPGEMM) is not None:
-            points.append((r, decode_peers[DEEPGEMM] / fused))
+        if fused and decode_peers.get(peer) is not None:
+            points.append((r, decode_peers[peer] / fused))
+    return points
+
+
+def deepgemm_limit(rows: List[dict]) -> str:
+    """The known limit about DeepGEMM, from the decode-order figures where the JSON has them."""
+    points = decode_ratios(rows, DEEPGEMM)
     if not points:
         return DEEPGEMM_LIMIT_UNMEASURED
     faster = sorted(((r, q) for r, q in points if q < 1.0), key=lambda p: (-p[0]["N"], -p[0]["K"], p[0]["M"], p[0]["scale"]))
@@ -289,11 +295,7 @@ def deepgemm_limit(rows: List[dict]) -> str:
 
 def deepgemm_gemm_limit(rows: List[dict]) -> str:
     """DeepGEMM's GEMM alone against the fused op in decode order, where the JSON has it."""
-    points = []
-    for r in rows:
-        fused, decode_peers = decode_times(r)
-        if fused and decode_peers.get(DEEPGEMM_GEMM) is not None:
-            points.append((r, decode_peers[DEEPGEMM_GEMM] / fused))
+    points = decode_ratios(rows, DEEPGEMM_GEMM)
     if not points:
         return ""
     low, high = min(q for _, q in points), max(q for _, q in points)

@@ -179,16 +179,22 @@ def test_load_deepgemm_absent_or_incomplete_is_a_reason(monkeypatch):
     assert info["failures"] == [] and info["scale_layout_copy_free"] is True
 
 
-@pytest.mark.parametrize("e8m0", [False, True])
-def test_point_orders_l2_and_deepgemm(monkeypatch, e8m0):
-    n, k, m = 256, 256, 3
-    weights, bf16_weights, g = weights_for(n, k, e8m0)
+def with_fake_deepgemm(monkeypatch):
+    """A Recorder, cuBLASLt refused, and the fake DeepGEMM loaded as the run's peer: (rec, fake, dg, info)."""
     rec = Recorder(monkeypatch)
     no_scaled_mm(monkeypatch)
     fake = FakeDeepGEMM()
     fake.recorder = rec
     monkeypatch.setitem(sys.modules, "deep_gemm", fake)
     dg, info = bench.load_deepgemm()
+    return rec, fake, dg, info
+
+
+@pytest.mark.parametrize("e8m0", [False, True])
+def test_point_orders_l2_and_deepgemm(monkeypatch, e8m0):
+    n, k, m = 256, 256, 3
+    weights, bf16_weights, g = weights_for(n, k, e8m0)
+    rec, fake, dg, info = with_fake_deepgemm(monkeypatch)
     row = bench.measure_point(n, k, m, e8m0, weights, bf16_weights, g, replays=1, copy_tbps=1.0, dg=dg, dg_info=info)
     assert info["failures"] == [] and info["scale_layout_copy_free"]
     # DeepGEMM got our fp32 activation scales in its layout and fp32 weight scales (e8m0 rows too)
@@ -285,12 +291,7 @@ def test_point_deepgemm_capture_failure_skips_that_path_only(monkeypatch):
     """A DeepGEMM path whose graph cannot be captured is recorded as a failure and left untimed;
     the other DeepGEMM path and the rest of the point are still timed."""
     weights, bf16_weights, g = weights_for(256, 256, False, copies=2)
-    rec = Recorder(monkeypatch)
-    no_scaled_mm(monkeypatch)
-    fake = FakeDeepGEMM()
-    fake.recorder = rec
-    monkeypatch.setitem(sys.modules, "deep_gemm", fake)
-    dg, info = bench.load_deepgemm()
+    rec, _, dg, info = with_fake_deepgemm(monkeypatch)
     stand_in = rec.timer
 
     def timer(calls, replays):  # a graph of the GEMM alone fails to capture
