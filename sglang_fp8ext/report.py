@@ -286,10 +286,11 @@ def deepgemm_limit(rows: List[dict]) -> str:
     low, high = min(q for _, q in points), max(q for _, q in points)
     text = (f"**DeepGEMM.** In decode order DeepGEMM+quant takes {low:.2f}-{high:.2f}x the fused op's time over "
             f"the {len(points)} points where both were timed; ")
-    if not faster:
-        return text + "the fused op is faster at every one." + deepgemm_gemm_limit(rows) + " See [design](design/sm90.md)."
-    where = ", ".join(f"{r['N']}x{r['K']} M={r['M']} {r['scale']} ({q:.3f}x)" for r, q in faster)
-    text += f"DeepGEMM is faster at {len(faster)}: {where}."
+    if faster:
+        where = ", ".join(f"{r['N']}x{r['K']} M={r['M']} {r['scale']} ({q:.3f}x)" for r, q in faster)
+        text += f"DeepGEMM is faster at {len(faster)}: {where}."
+    else:
+        text += "the fused op is faster at every one."
     return text + deepgemm_gemm_limit(rows) + " See [design](design/sm90.md)."
 
 
