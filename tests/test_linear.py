@@ -220,6 +220,24 @@ def test_linear_m_range(device, M):
     assert_gemm_contract(out, smallm_ref(x, w, ws), f"M={M}")
 
 
+@pytest.mark.filterwarnings("ignore:.*autograd kernel was not registered")
+def test_linear_under_grad_mode_is_inference_only(device):
+    """docs/integration.md: with inputs that require grad the forward gives the same bits as under
+    no_grad, and a backward through the ops yields no gradient for their inputs."""
+    N, K = 272, 512
+    w, ws = make(N, K, "fp32", 13)
+    w, ws = w.to(device), ws.to(device)
+    x = rand_act((5, K), torch.bfloat16, 13).to(device)
+    bias = rand_act((N,), torch.bfloat16, 14).to(device)
+    with torch.no_grad():
+        expected = fx.fp8_block_linear(x, w, ws, bias=bias)
+    xg, bg = x.clone().requires_grad_(), bias.clone().requires_grad_()
+    out = fx.fp8_block_linear(xg, w, ws, bias=bg)
+    assert torch.equal(bits(out.detach()), bits(expected))
+    out.float().sum().backward()
+    assert xg.grad is None and bg.grad is None
+
+
 def test_linear_out_dtype_rules():
     N, K = 48, 256
     w, ws = make(N, K, "fp32", 11)
