@@ -316,11 +316,12 @@ def measure_point(n: int, k: int, m: int, e8m0: bool, weights: list, bf16_weight
     paths[BF16_PEER] = [lambda w=w: F.linear(x, w) for w in bf16_weights]
 
     def timed(name: str, calls) -> Optional[float]:
-        if name not in DEEPGEMM_PEERS:
-            return time_in_graph(calls, replays)
-        try:  # an optional peer that cannot be captured or replayed is recorded, not fatal
+        try:
             return time_in_graph(calls, replays)
         except RuntimeError as e:
+            if name not in DEEPGEMM_PEERS:
+                raise
+            # an optional peer that cannot be captured or replayed is recorded, not fatal
             why = f"N={n} K={k} M={m} {'e8m0' if e8m0 else 'fp32'}: {name} not timed: {str(e).strip().splitlines()[0][:160]}"
             progress(f"  {why}")
             dg_info["failures"].append(why)
