@@ -7,7 +7,8 @@ the number of calls. The floor is the op's bytes (weight + scales + activations 
 the device-to-device copy bandwidth measured in the same run, so every time is also a ratio.
 Peers: our quant + torch._scaled_mm with cuBLASLt blockwise scaling, our quant + scaled_gemm
 (the unfused path), bf16 F.linear of the dequantized weight, and, when ``import deep_gemm``
-works, our quant + DeepGEMM's fp8_gemm_nt (PDL on; see load_deepgemm) and DeepGEMM's GEMM alone
+works and its first call returns in a child process (probe_deepgemm), our quant + DeepGEMM's
+fp8_gemm_nt (PDL on; see load_deepgemm) and DeepGEMM's GEMM alone
 on activations quantized before the graph (what it costs with the quant taken as free).
 
 Two orders, in the same run: back to back (the calls one after another) and decode order (each
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -227,10 +229,60 @@ def deepgemm_linear(dg, x_pad: torch.Tensor, m: int, w: torch.Tensor, w_scale_f3
 DEEPGEMM_API = ("fp8_gemm_nt", "set_pdl", "get_pdl", "get_mn_major_tma_aligned_tensor")
 
 
-def load_deepgemm(device: Optional[torch.device] = None):
+# DeepGEMM's first call, in a child process: a host extension that crashes there (one linked with
+# a static libstdc++ dies of SIGSEGV in its first fp8_gemm_nt, CONTRIBUTING.md) would otherwise take
+# the whole bench down. Zero operands in the layouts deepgemm_ready checks; argv: the directory
+# deep_gemm was imported from, N, K, M, tma_aligned_rows(M), the device. Its JIT output lands in
+# DeepGEMM's cache.
+DEEPGEMM_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import deep_gemm as dg
+n, k, m, rows = (int(v) for v in sys.argv[2:6])
+device = torch.device(sys.argv[6])
+q = torch.zeros(m, k, dtype=torch.float8_e4m3fn, device=device)
+scale = torch.ones(k // 128, rows, dtype=torch.float32, device=device).t()[:m]
+w = torch.zeros(n, k, dtype=torch.float8_e4m3fn, device=device)
+w_scale = torch.ones((n + 127) // 128, k // 128, dtype=torch.float32, device=device)
+out = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+dg.set_pdl(True)
+dg.fp8_gemm_nt((q, scale), (w, w_scale), out)
+if device.type == "cuda":
+    torch.cuda.synchronize(device)
+"""
+DEEPGEMM_PROBE_TIMEOUT_S = 300  # its JIT compiles one kernel
+
+
+def probe_deepgemm(dg, n: int, k: int, m: int, device: torch.device) -> Optional[str]:
+    """None when DeepGEMM's first fp8_gemm_nt (N x K weight, M tokens) returns in a child process,
+    else why not: a crash there is a reason to run without the peer, not the end of the bench."""
+    found_in = os.path.dirname(os.path.dirname(os.path.abspath(dg.__file__)))
+    operands = (n, k, m, tma_aligned_rows(m), device)
+    argv = [sys.executable, "-c", DEEPGEMM_PROBE, found_in, *map(str, operands)]
+    where = f"(probe process, N={n} K={k} M={m}; CONTRIBUTING.md says how to build it)"
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=DEEPGEMM_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"its first call did not return within {DEEPGEMM_PROBE_TIMEOUT_S} s {where}"
+    if done.returncode == 0:
+        return None
+    if done.returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-done.returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-done.returncode}"
+    else:
+        how = f"exited with code {done.returncode}"
+    last = (done.stderr.strip().splitlines() or [""])[-1].strip()[:200]
+    return f"its first call {how} {where}" + (f": {last}" if last else "")
+
+
+def load_deepgemm(device: Optional[torch.device] = None, probe: Optional[Tuple[int, int, int]] = None):
     """(deep_gemm module or None, the run's "deepgemm" record). DeepGEMM is an optional peer: when
-    it does not import (not installed, built for another torch or CUDA) or is not the sm90 path,
-    the record says why and the bench runs without it. PDL is switched on: its best setting."""
+    it does not import (not installed, built for another torch or CUDA), is not the sm90 path, or
+    its first call at `probe` (N, K, M) fails in a child process (probe_deepgemm), the record says
+    why and the bench runs without it. PDL is switched on: its best setting."""
     try:
         import deep_gemm as dg
     except Exception as e:  # noqa: BLE001  (any import failure of an optional peer is a reason, not an error)
@@ -242,6 +294,10 @@ def load_deepgemm(device: Optional[torch.device] = None):
         capability = torch.cuda.get_device_capability(device)
         if capability[0] != 9:
             return None, {"present": False, "reason": f"DeepGEMM's fp32-scale path is sm_90; this GPU is sm_{capability[0]}{capability[1]}"}
+    if probe is not None:
+        why = probe_deepgemm(dg, *probe, device if device is not None else torch.device("cpu"))
+        if why is not None:
+            return None, {"present": False, "reason": "deep_gemm: " + why}
     dg.set_pdl(True)
     return dg, {
         "present": True,
@@ -399,7 +455,7 @@ def bench_gpu(shapes, ms, copies: int, replays: int, diagnose: bool, out_dir: st
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(0)
     if deepgemm:
-        dg, dg_info = load_deepgemm(device)
+        dg, dg_info = load_deepgemm(device, probe=(shapes[0][0], shapes[0][1], ms[0]))
     else:
         dg, dg_info = None, {"present": False, "reason": "switched off (--no-deepgemm)"}
     progress(f"DeepGEMM: version {dg_info['version']}, PDL {'on' if dg_info['pdl'] else 'off'}" if dg is not None

@@ -179,6 +179,58 @@ def test_load_deepgemm_absent_or_incomplete_is_a_reason(monkeypatch):
     assert info["failures"] == [] and info["scale_layout_copy_free"] is True
 
 
+FAKE_DEEPGEMM_ON_DISK = """
+import os, signal, time
+__version__ = "2.6.1-disk"
+_pdl = [False]
+def set_pdl(value): _pdl[0] = bool(value)
+def get_pdl(): return _pdl[0]
+def get_mn_major_tma_aligned_tensor(sf): return sf
+def fp8_gemm_nt(a, b, d):
+    (q, sfa), (w, sfb) = a, b
+    m, k = q.shape
+    n = w.shape[0]
+    # the operands as deepgemm_ready checks them
+    assert str(q.dtype) == str(w.dtype) == "torch.float8_e4m3fn", (q.dtype, w.dtype)
+    assert tuple(sfa.shape) == (m, k // 128) and sfa.stride() == (1, (m + 3) // 4 * 4), sfa.stride()
+    assert tuple(sfb.shape) == ((n + 127) // 128, k // 128) and tuple(d.shape) == (m, n), (sfb.shape, d.shape)
+    mode = os.environ["FAKE_DEEPGEMM_MODE"]
+    if mode == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "raise":
+        raise RuntimeError("JIT: nvcc exited with code 1")
+    if mode == "hang":
+        time.sleep(120)
+    d.zero_()
+"""
+
+
+@pytest.mark.parametrize("mode", ["ok", "crash", "raise", "hang"])
+def test_load_deepgemm_probes_its_first_call_in_a_child(monkeypatch, tmp_path, mode):
+    """A deep_gemm whose first fp8_gemm_nt kills its process (SIGSEGV), raises or never returns is
+    a recorded reason to run without the peer, not the end of the bench; one that returns is loaded."""
+    package = tmp_path / "deep_gemm"
+    package.mkdir()
+    (package / "__init__.py").write_text(FAKE_DEEPGEMM_ON_DISK)
+    monkeypatch.delitem(sys.modules, "deep_gemm", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the child gets this directory from deep_gemm's path
+    monkeypatch.setenv("FAKE_DEEPGEMM_MODE", mode)
+    monkeypatch.setattr(bench, "DEEPGEMM_PROBE_TIMEOUT_S", 10)
+    dg, info = bench.load_deepgemm(torch.device("cpu"), probe=(320, 384, 3))
+    if mode == "ok":
+        assert dg is sys.modules["deep_gemm"] and info["present"] is True and info["pdl"] is True
+        assert info["version"] == "2.6.1-disk"
+        return
+    assert dg is None and info["present"] is False
+    reason = info["reason"]
+    assert reason.startswith("deep_gemm: its first call ") and "(probe process, N=320 K=384 M=3;" in reason
+    expected = {"crash": "was killed by SIGSEGV", "raise": "exited with code 1",
+                "hang": "did not return within 10 s"}[mode]
+    assert expected in reason, reason
+    if mode == "raise":
+        assert reason.endswith(": RuntimeError: JIT: nvcc exited with code 1"), reason
+
+
 def with_fake_deepgemm(monkeypatch):
     """A Recorder, cuBLASLt refused, and the fake DeepGEMM loaded as the run's peer: (rec, fake, dg, info)."""
     rec = Recorder(monkeypatch)
