@@ -2,6 +2,7 @@
 the device sources with exactly the flags the wheel uses. Imports nothing but the standard
 library; setup.py passes torch in."""
 
+import subprocess
 from pathlib import Path
 
 # No -ffast-math anywhere: the quantization is bit-exact IEEE arithmetic (SPEC §3.1).
@@ -69,6 +70,39 @@ def wheel_version(base: str, backend: str, torch) -> str:
     if backend == "cuda":
         return f"{base}+cu{torch.version.cuda.split('.')[0]}"
     return f"{base}+rocm{'.'.join(torch.version.hip.split('.')[:2])}"
+
+
+def source_commit(root: Path) -> str:
+    """The commit the sources at `root` come from: its short hash, "+dirty" when tracked files
+    differ from it, "unknown" when `root` is not the top of a git checkout (an sdist, a copied
+    tree, a directory inside some other repository) or git is missing."""
+    def git(*args):
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top is None or Path(top).resolve() != Path(root).resolve():
+            return "unknown"
+        head = git("rev-parse", "--short=7", "HEAD")
+        changes = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if not head or changes is None:
+        return "unknown"
+    return head + ("+dirty" if changes else "")
+
+
+BUILD_INFO = "sglang_fp8ext/_build_info.py"  # written by setup.py, not in git
+
+
+def write_build_info(root: Path) -> str:
+    """Records source_commit(root) in the package (sglang_fp8ext.BUILT_COMMIT); returns it."""
+    commit = source_commit(root)
+    (Path(root) / BUILD_INFO).write_text(
+        "# Written by setup.py when the library is built (build_config.write_build_info); not in git.\n"
+        f"SOURCE_COMMIT = {commit!r}\n")
+    return commit
 
 
 def hip_kernel_sources(root: Path):

@@ -76,7 +76,9 @@ version = build_config.wheel_version(
     backend,
     torch,
 )
-print(f"sglang-fp8ext {version}: building the {backend} backend against torch {torch.__version__}", flush=True)
+commit = build_config.write_build_info(ROOT)
+print(f"sglang-fp8ext {version} ({commit}): building the {backend} backend against torch {torch.__version__}",
+      flush=True)
 
 setup(
     name="sglang-fp8ext",

@@ -36,6 +36,11 @@ __version__ = "0.1.0"
 #: Which backend the installed library was built for ("cpu", "cuda" or "rocm") and its archs.
 BUILT_BACKEND: str = _C.backend
 BUILT_DEVICE_ARCHS: tuple = tuple(a for a in _C.device_archs.split(",") if a)
+#: The commit it was built from (short hash, "+dirty" with uncommitted changes), or "unknown".
+try:
+    from ._build_info import SOURCE_COMMIT as BUILT_COMMIT
+except ImportError:  # a library not built by setup.py (copied in by hand)
+    BUILT_COMMIT = "unknown"
 
 __all__ = [
     "per1x128_quant",
@@ -54,4 +59,5 @@ __all__ = [
     "parallel",
     "BUILT_BACKEND",
     "BUILT_DEVICE_ARCHS",
+    "BUILT_COMMIT",
 ]

@@ -69,8 +69,13 @@ def progress(message: str) -> None:
 
 
 def git_commit() -> str:
+    """The commit measured: SGL_FP8_GIT when set, else the one the library was built from, else
+    the source tree's HEAD."""
     if os.environ.get("SGL_FP8_GIT"):
         return os.environ["SGL_FP8_GIT"]
+    from . import BUILT_COMMIT
+    if BUILT_COMMIT != "unknown":
+        return BUILT_COMMIT
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
                              cwd=os.path.dirname(os.path.abspath(__file__)))

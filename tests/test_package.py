@@ -119,3 +119,56 @@ def test_installed_package_is_the_one_under_test():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert not os.path.abspath(fx.__file__).startswith(repo + os.sep), fx.__file__
     assert "site-packages" in fx._C.__file__
+
+
+def _build_config():
+    """The repository's build_config.py (setup.py's helpers; not part of the installed package)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build_config.py")
+    spec = importlib.util.spec_from_file_location("build_config_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_source_commit_names_the_checkout_a_build_comes_from(tmp_path):
+    """What setup.py records as fx.BUILT_COMMIT: the short hash of the checkout's HEAD, "+dirty"
+    while a tracked file differs from it (untracked files do not count), "unknown" for a directory
+    that is not the top of a checkout."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the build-info test needs it")
+    bc = _build_config()
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "sub" / "a.txt").write_text("one\n")
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    head = git("rev-parse", "HEAD")
+    commit = bc.source_commit(repo)
+    assert len(commit) >= 7 and head.startswith(commit), (commit, head)
+    (repo / "untracked.txt").write_text("x\n")
+    assert bc.source_commit(repo) == commit
+    (repo / "sub" / "a.txt").write_text("two\n")
+    assert bc.source_commit(repo) == commit + "+dirty"
+    assert bc.source_commit(repo / "sub") == "unknown"  # inside a checkout, not its top
+    (tmp_path / "plain").mkdir()
+    assert bc.source_commit(tmp_path / "plain") == "unknown"
+    (repo / "sglang_fp8ext").mkdir()
+    assert bc.write_build_info(repo) == commit + "+dirty"
+    namespace = {}
+    exec((repo / bc.BUILD_INFO).read_text(), namespace)
+    assert namespace["SOURCE_COMMIT"] == commit + "+dirty"
+
+
+@pytest.mark.skipif(not os.environ.get("SGL_FP8_EXPECT_INSTALLED"), reason="only when testing an installed wheel (CI)")
+def test_installed_wheel_names_its_commit():
+    """A wheel built by setup.py from a git checkout says which commit (CI also compares it with
+    the checkout's HEAD before testing the wheel)."""
+    import re
+    assert re.fullmatch(r"[0-9a-f]{7,40}(\+dirty)?", fx.BUILT_COMMIT), fx.BUILT_COMMIT
