@@ -286,8 +286,8 @@ def probe_deepgemm(dg, n: int, k: int, m: int, device: torch.device) -> Optional
 def load_deepgemm(device: Optional[torch.device] = None, probe: Optional[Tuple[int, int, int]] = None):
     """(deep_gemm module or None, the run's "deepgemm" record). DeepGEMM is an optional peer: when
     it does not import (not installed, built for another torch or CUDA), is not the sm90 path, or
-    its first call at `probe` (N, K, M) fails in a child process (probe_deepgemm), the record says
-    why and the bench runs without it. PDL is switched on: its best setting."""
+    its first call at `probe` (N, K, M) on `device` fails in a child process (probe_deepgemm), the
+    record says why and the bench runs without it. PDL is switched on: its best setting."""
     try:
         import deep_gemm as dg
     except Exception as e:  # noqa: BLE001  (any import failure of an optional peer is a reason, not an error)
@@ -300,7 +300,7 @@ def load_deepgemm(device: Optional[torch.device] = None, probe: Optional[Tuple[i
         if capability[0] != 9:
             return None, {"present": False, "reason": f"DeepGEMM's fp32-scale path is sm_90; this GPU is sm_{capability[0]}{capability[1]}"}
     if probe is not None:
-        why = probe_deepgemm(dg, *probe, device if device is not None else torch.device("cpu"))
+        why = probe_deepgemm(dg, *probe, device)
         if why is not None:
             return None, {"present": False, "reason": "deep_gemm: " + why}
     dg.set_pdl(True)

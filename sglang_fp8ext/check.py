@@ -375,8 +375,8 @@ def run_checks(devices: List[str]) -> int:
 def main(args=None) -> int:
     import sglang_fp8ext as fx  # noqa: PLC0415
 
-    print(f"sglang_fp8ext {fx.__version__} (commit {fx.BUILT_COMMIT}): built backend {fx.BUILT_BACKEND!r}, device archs "
-          f"{', '.join(fx.BUILT_DEVICE_ARCHS) or '(none)'}")
+    print(f"sglang_fp8ext {fx.__version__} (commit {fx.BUILT_COMMIT}): built backend {fx.BUILT_BACKEND!r}, "
+          f"device archs {', '.join(fx.BUILT_DEVICE_ARCHS) or '(none)'}")
     gpu_versions = f", CUDA {torch.version.cuda}" if torch.version.cuda else ""
     gpu_versions += f", HIP {torch.version.hip}" if getattr(torch.version, "hip", None) else ""
     print(f"torch {torch.__version__}{gpu_versions}")
