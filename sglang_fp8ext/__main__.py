@@ -18,7 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
         "producer kernel that writes its activations; the fused op also L2-resident; DeepGEMM's fp8_gemm_nt "
         "after our quant as a peer when `import deep_gemm` works; writes JSON and a PNG), else the CPU ops.",
     )
-    bench.add_argument("--shapes", help="comma-separated NxK list (default: the Qwen3.5 TP4 shapes 5120x4096,4608x4096,4096x2048)")
+    bench.add_argument("--shapes", help="comma-separated NxK list, or 'spec' for the seven SPEC §6 shapes "
+                       "(default: the Qwen3.5 TP4 shapes 5120x4096,4608x4096,4096x2048)")
     bench.add_argument("--ms", help="comma-separated token counts (default: 1,4,8,16,32)")
     bench.add_argument("--copies", type=int, default=24, help="rotated weight copies on the GPU (default 24, >= L2)")
     bench.add_argument("--replays", type=int, default=25, help="graph replays per figure on the GPU (default 25)")

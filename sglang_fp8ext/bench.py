@@ -662,6 +662,11 @@ def print_cpu_table(result: dict) -> None:
 
 
 def parse_shapes(text: str):
+    """'NxK,NxK,...', or 'spec' for the seven SPEC §6 shapes."""
+    if text.strip().lower() == "spec":
+        from .dispatch import SPEC_SHAPES
+
+        return list(SPEC_SHAPES)
     shapes = []
     for item in text.split(","):
         n, k = item.lower().split("x")

@@ -409,7 +409,7 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
         "On an H200, from the repository root with the extension built:",
         "",
         "```bash",
-        "python -m sglang_fp8ext bench --out docs/perf --name h200            # h200.json, h200.png",
+        f"python -m sglang_fp8ext bench {bench_selection(rows)} --out docs/perf --name h200   # h200.json, h200.png",
         "python tools/e2e_decode_bench.py --out docs/perf/h200_decode_step.json",
         "python -m sglang_fp8ext report --out docs/benchmarks.md",
         "```",
@@ -425,6 +425,17 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
     lines.append(f"* {deepgemm_limit(rows)}")
     lines += [f"* {text.format(floor_range=floor_range, l2_note=l2_note)}" for text in KNOWN_LIMITS]
     return "\n".join(lines) + "\n"
+
+
+def bench_selection(rows: List[dict]) -> str:
+    """The bench flags that select the shapes and token counts the JSON holds, in its order."""
+    shapes, ms = [], []
+    for r in rows:
+        if (r["N"], r["K"]) not in shapes:
+            shapes.append((r["N"], r["K"]))
+        if r["M"] not in ms:
+            ms.append(r["M"])
+    return "--shapes " + ",".join(f"{n}x{k}" for n, k in shapes) + " --ms " + ",".join(str(m) for m in sorted(ms))
 
 
 def resolve(path: Optional[str], default: str, required: bool) -> Optional[str]:

@@ -371,6 +371,9 @@ def test_bench_flags_parse():
     args = bench_args("--no-deepgemm", "--no-decode", "--ms", "1,2", "--shapes", "256x128", "--diagnose")
     assert (args.no_deepgemm, args.no_decode, args.diagnose) == (True, True, True)
     assert bench.parse_shapes(args.shapes) == [(256, 128)]
+    assert bench.parse_shapes("5120x4096,8X1024") == [(5120, 4096), (8, 1024)]
+    spec = bench.parse_shapes("spec")
+    assert len(spec) == 7 and (5120, 4096) in spec and (2112, 7168) in spec and len(set(spec)) == 7
 
 
 @pytest.mark.parametrize("argv", [[], ["--no-deepgemm", "--no-decode"]])

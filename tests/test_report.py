@@ -117,6 +117,9 @@ def test_synthetic_tables_and_geometric_means():
     assert f"reaches {min(fractions):.2f}-{max(fractions):.2f} of the copy-bandwidth floor" in page
     assert "[design](design/sm90.md)" in page
     assert "python -m sglang_fp8ext report --out docs/benchmarks.md" in page
+    shapes = ",".join(dict.fromkeys(f"{r['N']}x{r['K']}" for r in SYNTHETIC["rows"]))
+    ms = ",".join(str(m) for m in sorted({r["M"] for r in SYNTHETIC["rows"]}))
+    assert f"python -m sglang_fp8ext bench --shapes {shapes} --ms {ms} --out docs/perf --name h200" in page
 
 
 def test_missing_optional_fields_say_not_recorded():

@@ -14,7 +14,8 @@
 #   memcheck   compute-sanitizer memcheck over tools/sanitize_smoke.py
 #   racecheck  compute-sanitizer racecheck over tools/sanitize_smoke.py --quick
 #   check      python -m sglang_fp8ext check
-#   bench      python -m sglang_fp8ext bench (writes $OUT/h200.json, and a plot with matplotlib)
+#   bench      python -m sglang_fp8ext bench --shapes spec (the seven SPEC §6 shapes; writes $OUT/h200.json,
+#              and a plot with matplotlib)
 #   e2e        tools/e2e_decode_bench.py (the decode step; writes $OUT/e2e_decode.json)
 # Every step packs $OUT into $OUT/results.tgz, so a run cut off early still returns its finished
 # steps. SGL_FP8_GIT names the commit being measured (a copied tree may have no .git).
@@ -68,8 +69,8 @@ for step in "$@"; do
       timeout 120 $PY -m sglang_fp8ext check >"$OUT/check.txt" 2>&1; echo "rc=$?"; grep -E "FAIL|passed|failed" "$OUT/check.txt" | tail -5
       ;;
     bench)
-      say "python -m sglang_fp8ext bench"
-      timeout 240 $PY -m sglang_fp8ext bench --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      say "python -m sglang_fp8ext bench --shapes spec"
+      timeout 420 $PY -m sglang_fp8ext bench --shapes spec --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
     e2e)
