@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from . import ops
-from .dispatch import scaled_mm_linear
+from .dispatch import SPEC_SHAPES, scaled_mm_linear
 from .kernel_config import Engine, KernelConfig
 from .reference import relative_row_errors
 
@@ -664,8 +664,6 @@ def print_cpu_table(result: dict) -> None:
 def parse_shapes(text: str):
     """'NxK,NxK,...', or 'spec' for the seven SPEC §6 shapes."""
     if text.strip().lower() == "spec":
-        from .dispatch import SPEC_SHAPES
-
         return list(SPEC_SHAPES)
     shapes = []
     for item in text.split(","):
