@@ -40,13 +40,6 @@ SCALE_TITLES = {
 DRIVER_KEYS = ("driver", "driver_version", "nvidia_driver")
 CUDA_KEYS = ("cuda", "cuda_version", "cuda_runtime", "torch_cuda")
 
-# The DeepGEMM limit as it stood before bench timed DeepGEMM (issue 50): said while the committed
-# JSON has no decode-order DeepGEMM figures, replaced by the measured comparison once it has.
-DEEPGEMM_LIMIT_UNMEASURED = (
-    "**17-32 tokens.** There DeepGEMM's `fp8_gemm_nt` after a 1x128 quant kernel tied or beat an "
-    "earlier build of the fused op: 0.84-0.96x its time at 32 tokens on 5 of the 7 SPEC §6 shapes (H200, "
-    "decode order, measured outside `bench`; the committed bench JSON has no DeepGEMM figures yet). "
-    "See [design](design/sm90.md).")
 KNOWN_LIMITS = [
     "**Fraction of the floor.** The op reaches {floor_range} of the copy-bandwidth floor: a fixed cost "
     "per call (the activation prologue, the split-K exchange, the launch) that the weight stream does not "
@@ -277,11 +270,15 @@ def decode_ratios(rows: List[dict], peer: str) -> list:
     return points
 
 
-def deepgemm_limit(rows: List[dict]) -> str:
-    """The known limit about DeepGEMM, from the decode-order figures where the JSON has them."""
+def deepgemm_limit(rows: List[dict], record: dict) -> str:
+    """The known limit about DeepGEMM, from this run's decode-order figures; where the run has none,
+    why not (the run's `deepgemm` record), never figures from elsewhere."""
     points = decode_ratios(rows, DEEPGEMM)
     if not points:
-        return DEEPGEMM_LIMIT_UNMEASURED
+        why = ("timed back to back only" if record.get("present")
+               else record.get("reason") or "the bench JSON has no DeepGEMM record")
+        return (f"**DeepGEMM.** No decode-order comparison in this run ({why}); `bench` times DeepGEMM+quant and "
+                "its GEMM alone in both orders whenever `import deep_gemm` works. See [design](design/sm90.md).")
     faster = sorted(((r, q) for r, q in points if q < 1.0), key=lambda p: (-p[0]["N"], -p[0]["K"], p[0]["M"], p[0]["scale"]))
     low, high = min(q for _, q in points), max(q for _, q in points)
     text = (f"**DeepGEMM.** In decode order DeepGEMM+quant takes {low:.2f}-{high:.2f}x the fused op's time over "
@@ -422,7 +419,7 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
     ]
     l2 = [r["l2_resident_us"] for r in rows if r.get("l2_resident_us") is not None]
     l2_note = f" (L2-resident, with no weight stream, a call takes {min(l2):.2f}-{max(l2):.2f} µs)" if l2 else ""
-    lines.append(f"* {deepgemm_limit(rows)}")
+    lines.append(f"* {deepgemm_limit(rows, bench.get('deepgemm') or {})}")
     lines += [f"* {text.format(floor_range=floor_range, l2_note=l2_note)}" for text in KNOWN_LIMITS]
     return "\n".join(lines) + "\n"
 

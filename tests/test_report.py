@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -245,7 +246,7 @@ def test_decode_order_is_the_headline_with_deepgemm_and_l2():
     limits = "\n".join(section(page, "Known limits"))
     assert f"takes {min(ratios):.2f}-{max(ratios):.2f}x the fused op's time over the {len(ratios)} points" in limits
     assert "DeepGEMM is faster at 1: 256x128 M=1 fp32 (0.889x)" in limits  # (3 + 1) / (4 + 0.5)
-    assert "measured outside `bench`" not in limits
+    assert "No decode-order comparison" not in limits
     l2 = [r["l2_resident_us"] for r in bench["rows"]]
     assert f"a call takes {min(l2):.2f}-{max(l2):.2f} µs" in limits
 
@@ -279,16 +280,24 @@ def test_deepgemm_gemm_alone_column_method_and_limit():
 
 
 def test_decode_order_not_measured_renders():
-    """A JSON from before the decode order (the committed one until the next H200 run) renders: the
-    headline says not measured, DeepGEMM is said not measured, the old limit stays; a JSON where only
-    some rows carry the decode order marks the others per cell."""
+    """A JSON without the decode order (an older bench, or `--no-decode`) renders: the headline says
+    not measured, DeepGEMM is said not measured, and its known limit says it was not timed, with the
+    run's reason and no figure from elsewhere; a JSON where only some rows carry the decode order
+    marks the others per cell."""
     page = report.generate(SYNTHETIC, SYNTHETIC_DECODE)
     assert "Decode-order and L2-resident times: not measured" in "\n".join(section(page, "Decode order"))
     assert not any(line.startswith("## Decode order,") for line in page.splitlines())
     assert "DeepGEMM+quant: not measured in this run (the bench JSON has no DeepGEMM record)." in page
-    assert "measured outside `bench`" in page and "a call takes" not in page
+    assert "a call takes" not in page
+    limits = "\n".join(section(page, "Known limits"))
+    assert "**DeepGEMM.** No decode-order comparison in this run (the bench JSON has no DeepGEMM record);" in limits
+    assert not re.search(r"\d\.\d\dx", limits.split("**Fraction")[0]), limits  # no ratio quoted from elsewhere
     absent = dict(SYNTHETIC, deepgemm={"present": False, "reason": "import deep_gemm failed: ModuleNotFoundError"})
-    assert "not measured in this run (import deep_gemm failed: ModuleNotFoundError)" in report.generate(absent)
+    page = report.generate(absent)
+    assert "not measured in this run (import deep_gemm failed: ModuleNotFoundError)" in page
+    assert "**DeepGEMM.** No decode-order comparison in this run (import deep_gemm failed: ModuleNotFoundError);" in page
+    b2b_only = with_orders(SYNTHETIC, decode_rows=set(), deepgemm=DG_TIMES)
+    assert "**DeepGEMM.** No decode-order comparison in this run (timed back to back only);" in report.generate(b2b_only)
     partial = with_orders(SYNTHETIC, decode_rows={0})
     page = report.generate(partial)
     body = table_rows(section(page, "Decode order, fp32"))[1:-1]
