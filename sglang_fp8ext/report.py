@@ -144,11 +144,15 @@ def has_decode(rows: List[dict]) -> bool:
     return any(r.get("decode") for r in rows)
 
 
+def deepgemm_absence(dg: dict) -> str:
+    """Why a run has no DeepGEMM figures, from its DeepGEMM record."""
+    return dg.get("reason") or "the bench JSON has no DeepGEMM record"
+
+
 def deepgemm_method(bench: dict) -> str:
     dg = deepgemm_record(bench)
     if not dg.get("present"):
-        reason = dg.get("reason") or "the bench JSON has no DeepGEMM record"
-        return f"DeepGEMM+quant: {NOT_MEASURED} in this run ({reason})."
+        return f"DeepGEMM+quant: {NOT_MEASURED} in this run ({deepgemm_absence(dg)})."
     pdl = {True: "on", False: "off"}.get(dg.get("pdl"), NOT_RECORDED)
     copy_free = dg.get("scale_layout_copy_free")
     checked = {True: "checked at every point", None: NOT_RECORDED}.get(
@@ -275,8 +279,7 @@ def deepgemm_limit(rows: List[dict], record: dict) -> str:
     why not (the run's `deepgemm` record), never figures from elsewhere."""
     points = decode_ratios(rows, DEEPGEMM)
     if not points:
-        why = ("timed back to back only" if record.get("present")
-               else record.get("reason") or "the bench JSON has no DeepGEMM record")
+        why = "timed back to back only" if record.get("present") else deepgemm_absence(record)
         return (f"**DeepGEMM.** No decode-order comparison in this run ({why}); `bench` times DeepGEMM+quant and "
                 "its GEMM alone in both orders whenever `import deep_gemm` works. See [design](design/sm90.md).")
     faster = sorted(((r, q) for r, q in points if q < 1.0), key=lambda p: (-p[0]["N"], -p[0]["K"], p[0]["M"], p[0]["scale"]))
@@ -419,7 +422,7 @@ def generate(bench: dict, decode: Optional[dict] = None) -> str:
     ]
     l2 = [r["l2_resident_us"] for r in rows if r.get("l2_resident_us") is not None]
     l2_note = f" (L2-resident, with no weight stream, a call takes {min(l2):.2f}-{max(l2):.2f} µs)" if l2 else ""
-    lines.append(f"* {deepgemm_limit(rows, bench.get('deepgemm') or {})}")
+    lines.append(f"* {deepgemm_limit(rows, deepgemm_record(bench))}")
     lines += [f"* {text.format(floor_range=floor_range, l2_note=l2_note)}" for text in KNOWN_LIMITS]
     return "\n".join(lines) + "\n"
 
