@@ -190,7 +190,7 @@ def test_tune_candidates():
     assert {KernelConfig(k_split=s) for s in (1, 2, 4, 8)} <= configs
     assert {KernelConfig(engine=Engine.GENERAL), KernelConfig(engine=Engine.REGISTER_FED)} <= configs
     assert {KernelConfig(pair_activations=Toggle.ON), KernelConfig(pair_activations=Toggle.OFF),
-            KernelConfig(copy_blocks=2)} <= configs
+            KernelConfig(copy_blocks=1), KernelConfig(copy_blocks=2)} <= configs
     assert KernelConfig() not in configs  # the plan is the "fused" candidate
     # K = 512 has 4 blocks: no k_split of 8; e8m0 and N = 2112: no cuBLASLt
     small = {c.config.k_split for c in tune.candidates(h200, 4096, 512, e8m0=False) if c.config and c.config.k_split}

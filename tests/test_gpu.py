@@ -189,7 +189,7 @@ def test_sm90_engines_and_knobs(gpu, M, fmt):
                 assert torch.equal(_bits(got), _bits(general)), config.label()
         ran = 0
         for config in (KernelConfig(k_split=1), KernelConfig(k_split=2), KernelConfig(k_split=4),
-                       KernelConfig(copy_blocks=2), KernelConfig(early_copies=1),
+                       KernelConfig(copy_blocks=1), KernelConfig(copy_blocks=2), KernelConfig(early_copies=1),
                        KernelConfig(engine=Engine.GENERAL, k_split=2), KernelConfig(engine=Engine.GENERAL, ctas_per_sm=2)):
             got = run_if_a_plan_fits(xd, wd, wsd, bd, config)
             if got is None:
