@@ -13,11 +13,11 @@ fp8_block_linear uses.
 Candidates: the fused kernel with its own plan; the fused kernel with each configuration of
 ``CONFIGS`` (``kernel_config.KernelConfig``: a forced K split of 1, 2, 4 or 8 — above K/128
 skipped —, tensor copies of one and of two K blocks, paired activations on and off, the general
-engine, the register-fed engine); a configuration the kernels cannot plan for the call is rejected with the
-launcher's error;
-quant + cuBLASLt scaled_mm where eligible (``dispatch.scaled_mm_eligible``); quant +
-scaled_gemm (unfused). Weights are plain (not AITER-shuffled); a shuffled weight whose entry says
-scaled_mm falls back to the heuristic at run time.
+engine, the register-fed engine); a configuration the kernels cannot plan for the call is rejected
+with the launcher's error; quant + cuBLASLt scaled_mm where eligible
+(``dispatch.scaled_mm_eligible``); quant + scaled_gemm (unfused). Weights are plain (not
+AITER-shuffled); a shuffled weight whose entry says scaled_mm falls back to the heuristic at run
+time.
 
 Order (``--after``): ``copy`` (default) times each call behind a torch copy kernel that writes the
 call's activations, as in a decode step, where every projection follows the kernel that produced
@@ -49,11 +49,10 @@ from .bench import device_uuid, git_commit, make_weight, parse_shapes, progress,
 DEFAULT_MS = (1, 2, 4, 8, 16, 32)
 K_SPLITS = (1, 2, 4, 8)
 # Each configuration tune times besides the kernel's own plan (where it cannot run a call, the
-# launcher's error rejects it): forced K splits, one and two K blocks per tensor copy (one block is
-# 3-8 % faster than the plan's two on 5120x4096 at 14-16 tokens after a copy kernel on an H100, and up
-# to 3 % slower at 8 tokens: docs/design/sm90.md), paired activations forced on and off, and the two
-# engines the plan does not take by itself at these sizes (the register-fed kernel wins some 1-2-token
-# points after a copy kernel).
+# launcher's error rejects it): forced K splits, one and two K blocks per tensor copy (one block wins
+# some 14-16-token points and loses elsewhere, so it is a table's choice, not the plan's:
+# docs/design/sm90.md), paired activations forced on and off, and the two engines the plan does not
+# take by itself at these sizes (the register-fed kernel wins some 1-2-token points after a copy kernel).
 CONFIGS = tuple(KernelConfig(k_split=ks) for ks in K_SPLITS) + (
     KernelConfig(copy_blocks=1),
     KernelConfig(copy_blocks=2),
