@@ -161,10 +161,10 @@ def test_sm90_engines_and_knobs(gpu, M, fmt):
     """sm_90: the wgmma engine (the default for M <= 32 where its plan holds a CTA's weight share)
     and the general engine (``engine=general``) meet the §3.4 contract with a bias; the general
     engine's staging depth does not change its bits; forcing the wgmma engine where it is the
-    default (wherever its plan fits) changes nothing; forced K splits (1, 2, 4), the wgmma knobs (two K blocks per copy, one
-    early copy) and the general engine's K split and CTAs per SM meet the contract where a plan
-    fits them. A forced config that fits no
-    plan is the documented error, and at least two of the forced ones must run."""
+    default (wherever its plan fits) changes nothing; forced K splits (1, 2, 4), the wgmma knobs
+    (one or two K blocks per copy, one early copy) and the general engine's K split and CTAs per SM
+    meet the contract where a plan fits them. A forced config that fits no plan is the documented
+    error, and at least two of the forced ones must run."""
     _require_sm90()
     e8 = fmt == "e8m0"
     for (n, k) in [(5120, 4096), (4096, 2048), (272, 1024)]:
