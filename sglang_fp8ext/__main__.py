@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -108,5 +109,18 @@ def main(argv=None) -> int:
     raise AssertionError(args.command)
 
 
+def run(argv=None) -> int:
+    """main, except that a reader closing the pipe (``check | head -1``) ends the command quietly."""
+    try:
+        status = main(argv)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # Python's documented recipe: stdout goes to devnull so that the interpreter's own flush
+        # at exit raises nothing more; 141 is the status a shell gives a process killed by SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -364,11 +364,12 @@ def run_checks(devices: List[str]) -> int:
         for name, fn in op_checks(dev):
             try:
                 detail = fn()
-                print(f"PASS  {name} [{dev}]: {detail}")
             except Exception as e:  # noqa: BLE001  (every failure is reported, none stops the others)
                 failures += 1
                 reason = str(e) if isinstance(e, Failed) else "".join(traceback.format_exception_only(type(e), e)).strip()
                 print(f"FAIL  {name} [{dev}]: {reason}")
+            else:  # only the check itself can fail it, not the print
+                print(f"PASS  {name} [{dev}]: {detail}")
     return failures
 
 

@@ -23,15 +23,22 @@ OPS = ["per1x128_quant fp32", "per1x128_quant ue8m0", "per1x128_quant fp32 trans
        "rmsnorm_quant", "add_rmsnorm_quant", "fp8_block_linear"]
 
 
-def run_cli(*args, env_extra=None, timeout=300):
+PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(fx.__file__)))
+
+
+def cli_env(env_extra=None):
+    """The environment the command runs in: this package first on the path, no switches but env_extra."""
     env = dict(os.environ)
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(fx.__file__)))
-    env["PYTHONPATH"] = pkg_parent + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = PKG_PARENT + os.pathsep + env.get("PYTHONPATH", "")
     for name in ("SGL_FP8_SMALLM", "SGLANG_ROCM_SMALLM_FP8_BS", "SGLANG_DSV4_DENSE_MXSCALE",
                  "SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "SGL_FP8_CONFIG_DIR"):
         env.pop(name, None)
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "sglang_fp8ext", *args], cwd=pkg_parent, env=env,
+    return env
+
+
+def run_cli(*args, env_extra=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "sglang_fp8ext", *args], cwd=PKG_PARENT, env=cli_env(env_extra),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -114,6 +121,19 @@ def test_check_fails_on_a_malformed_table(tmp_path):
     r = run_cli("check", env_extra=_cpu_only_env(tmp_path))
     assert r.returncode == 1
     assert "FAIL  table" in r.stdout and "'warps'" in r.stdout
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """``python -m sglang_fp8ext check | head -1``: the reader is gone before the command writes, so
+    its first write fails; it exits with the shell's SIGPIPE status, 141, and no traceback (not a
+    self-test reported as FAILED because its PASS line could not be printed)."""
+    p = subprocess.Popen([sys.executable, "-m", "sglang_fp8ext", "check"], cwd=PKG_PARENT,
+                         env=cli_env(_cpu_only_env(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    status = p.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-2000:]
+    assert status == 141, (status, err[-2000:])
 
 
 def test_check_fails_when_an_op_is_wrong(monkeypatch, tmp_path, capsys):
