@@ -643,20 +643,30 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
     torch._dynamo.reset()
 
 
-def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
-    """The table the package ships for the H200 is format 2 of this build's kernel interface (so an
-    H200 uses it), parses with the loader fp8_block_linear uses, was measured on an H200 with a
-    recorded torch and CUDA, covers every SPEC §6 shape x scale format at M = 1..32, and never names
-    a path that cannot run its entry: cuBLASLt only where eligible; every fused config a valid
-    KernelConfig of a kept engine; the register-fed engine only where its plan applies (K a
-    multiple of 1024 up to 8192, at most 16 tokens, N a multiple of 16; elsewhere the op raises its
-    plan error). The register-fed engine is on main because this table names it (issue 47: an
-    engine stays only where it pays), so the table must name it somewhere."""
-    path = os.path.join(dispatch.package_config_dir(), "nvidia_h200.json")
+H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", (9, 0), has_scaled_mm=True)
+SHIPPED_TABLES = [H200, H100]  # the devices whose tables sglang_fp8ext/configs/ ships
+
+
+def test_the_shipped_tables_are_those_listed():
+    names = sorted(f for f in os.listdir(dispatch.package_config_dir()) if f.endswith(".json"))
+    assert names == sorted(dispatch.table_filename(d.name) for d in SHIPPED_TABLES)
+
+
+@pytest.mark.parametrize("device", SHIPPED_TABLES, ids=lambda d: d.name)
+def test_shipped_table_is_valid_and_covers_the_spec_shapes(device):
+    """Each table the package ships (H200, H100 SXM) is format 2 of this build's kernel interface (so
+    that device uses it), parses with the loader fp8_block_linear uses, was measured on that device,
+    after copy kernels, with a recorded torch and CUDA, covers every SPEC §6 shape x scale format at
+    M = 1..32, and never names a path that cannot run its entry: cuBLASLt only where eligible; every
+    fused config a valid KernelConfig of a kept engine; the register-fed engine only where its plan
+    applies (K a multiple of 1024 up to 8192, at most 16 tokens, N a multiple of 16; elsewhere the op
+    raises its plan error). The register-fed engine is on main because the tables name it (issue 47:
+    an engine stays only where it pays), so each must name it somewhere."""
+    path = os.path.join(dispatch.package_config_dir(), dispatch.table_filename(device.name))
     meta, groups = dispatch.load_table_file(path)
     assert meta["format"] == dispatch.TABLE_FORMAT and meta["kernel_interface"] == KERNEL_INTERFACE_VERSION
-    assert meta["device"] == "NVIDIA H200"
-    assert dispatch.table_mismatch(meta, "NVIDIA H200", meta["cuda"]) == ""
+    assert meta["device"] == device.name and meta["after"] == "copy"
+    assert dispatch.table_mismatch(meta, device.name, meta["cuda"]) == ""
     assert meta["torch"].startswith("2.") and meta["cuda"] and meta["git"] and not meta.get("failures")
     assert groups
     with open(path) as f:
@@ -668,7 +678,7 @@ def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
             config = KernelConfig.from_json(e["config"])
             assert not config.is_default and config.to_json() == e["config"], e  # written as tune writes it
             assert config.engine in (Engine.AUTO, Engine.WGMMA, Engine.GENERAL, Engine.REGISTER_FED), e
-            assert config.tiles_per_wave == 0, e  # a gfx950 knob in an H200 table
+            assert config.tiles_per_wave == 0, e  # a gfx950 knob in an sm_90 table
             engines.add(config.engine)
         for name in e.get("candidates", {}):  # the candidates it was chosen from are today's labels
             assert name in ("scaled_mm", "unfused", "aiter") or parse_label(name) is not None, (e["N"], e["K"], name)
@@ -680,7 +690,7 @@ def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
             assert [m for m, _, _ in entries] == [1, 2, 4, 8, 16, 32], (n, k, scale)
             for m, path_name, config in entries:
                 if path_name == "scaled_mm":
-                    assert dispatch.scaled_mm_eligible(H200, n, k, e8m0=scale == "e8m0", shuffled=False), (n, k, m)
+                    assert dispatch.scaled_mm_eligible(device, n, k, e8m0=scale == "e8m0", shuffled=False), (n, k, m)
                 if config is not None:
                     assert path_name == "fused"
                     typed = KernelConfig.from_op_args(config)
@@ -688,5 +698,5 @@ def test_shipped_h200_table_is_valid_and_covers_the_spec_shapes():
                         assert k % 1024 == 0 and k <= 8192 and m <= 16 and n % 16 == 0, (n, k, m, typed)
                     if typed.k_split:
                         assert typed.k_split <= k // 128, (n, k, m, typed)
-                c = select(H200, m, n=n, k=k, e8m0=scale == "e8m0", groups=groups)
+                c = select(device, m, n=n, k=k, e8m0=scale == "e8m0", groups=groups)
                 assert c.source == "table" and (c.path, c.config) == (path_name, config), (n, k, scale, m, c)
