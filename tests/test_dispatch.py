@@ -25,6 +25,7 @@ from conftest import assert_gemm_contract, dense, rand_act, rand_weight, rand_ws
 from test_gemm import smallm_ref
 
 H200 = DeviceInfo("cuda", "NVIDIA H200", (9, 0), has_scaled_mm=True)
+H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", (9, 0), has_scaled_mm=True)
 B200 = DeviceInfo("cuda", "NVIDIA B200", (10, 0), has_scaled_mm=True)
 L40 = DeviceInfo("cuda", "NVIDIA L40S", (8, 9), has_scaled_mm=True)
 MI355 = DeviceInfo("rocm", "AMD Instinct MI355X", None, has_scaled_mm=True, has_aiter=True)
@@ -643,7 +644,6 @@ def test_scaled_mm_linear_traces_under_compile(monkeypatch, dynamic):
     torch._dynamo.reset()
 
 
-H100 = DeviceInfo("cuda", "NVIDIA H100 80GB HBM3", (9, 0), has_scaled_mm=True)
 SHIPPED_TABLES = [H200, H100]  # the devices whose tables sglang_fp8ext/configs/ ships
 
 
