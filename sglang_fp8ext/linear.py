@@ -116,6 +116,12 @@ def fp8_block_linear(
     ``weight.is_shuffled``. Output [..., N] in x's dtype (pre-quantized input: ``out_dtype``,
     else bias's dtype, else bf16).
     """
+    if x.dim() < 1:
+        raise ValueError("fp8_block_linear: x must be [..., K], got a 0-d tensor")
+    if weight.dim() != 2:
+        raise ValueError(f"fp8_block_linear: weight must be [N, K], got shape {tuple(weight.shape)}")
+    if input_scale is not None and input_scale.dim() < 1:
+        raise ValueError("fp8_block_linear: input_scale must be [..., K/128], got a 0-d tensor")
     if w_shuffled is None:
         w_shuffled = bool(getattr(weight, "is_shuffled", False))
     K = x.shape[-1]

@@ -79,6 +79,13 @@ def addnorm(d, x=None, res=None, weight=None, eps=1e-6):
     return lambda: OPS.add_rmsnorm_quant(x, res, weight, eps, False)
 
 
+def linear(d, x=None, w=None, ws=None, input_scale=None, out_dtype=None):
+    x = T((M, K), BF16, d) if x is None else x
+    w = T((N, K), FP8, d) if w is None else w
+    ws = T((3, 2), F32, d) if ws is None else ws
+    return lambda: fx.fp8_block_linear(x, w, ws, input_scale, out_dtype=out_dtype)
+
+
 # (id, builder(dev) -> thunk, names: at least one must appear in the message as a word)
 CASES = [
     # ---- per1x128_quant
@@ -150,6 +157,12 @@ CASES = [
     ("addnorm-residual-dtype", lambda d: addnorm(d, res=T((M, K), FP16, d)), ["residual"]),
     ("addnorm-weight-shape", lambda d: addnorm(d, weight=T((K - 128,), BF16, d)), ["weight"]),
     ("addnorm-weight-dtype", lambda d: addnorm(d, weight=T((K,), F32, d)), ["weight"]),
+    # ---- fp8_block_linear (Python entry point: checks ranks before it reads shapes)
+    ("linear-x-0d", lambda d: linear(d, x=T((), BF16, d)), ["x"]),
+    ("linear-weight-0d", lambda d: linear(d, w=T((), FP8, d)), ["weight"]),
+    ("linear-weight-1d", lambda d: linear(d, w=T((N * K,), FP8, d)), ["weight"]),
+    ("linear-input-scale-0d", lambda d: linear(d, x=T((M, K), FP8, d), input_scale=T((), F32, d)), ["input_scale"]),
+    ("linear-out-dtype", lambda d: linear(d, out_dtype=FP16), ["out_dtype"]),
 ]
 
 
