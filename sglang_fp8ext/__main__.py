@@ -68,14 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report = sub.add_parser(
         "report",
-        help="generate docs/benchmarks.md from the committed bench and decode-step JSON",
+        help="generate a device's benchmarks page from the committed bench and decode-step JSON",
         description="Writes the benchmarks page (environment, method, one table per scale format with the "
         "floor and each peer's speedup, the decode step, the reproducing commands, known limits) from the JSON "
-        "of `bench` and of tools/e2e_decode_bench.py. Deterministic: the same JSON gives the same bytes.",
+        "of `bench` and of tools/e2e_decode_bench.py. Deterministic: the same JSON gives the same bytes. "
+        "docs/perf/h200.json makes docs/benchmarks.md; another docs/perf/<device>.json docs/benchmarks_<device>.md.",
     )
-    report.add_argument("--bench", help="bench JSON (default: docs/perf/h200.json of the repository)")
+    report.add_argument("--bench", help="bench JSON, <device>.json (default: docs/perf/h200.json of the repository)")
     report.add_argument("--decode", help="decode-step JSON of tools/e2e_decode_bench.py "
-                        "(default: docs/perf/h200_decode_step.json of the repository, if present)")
+                        "(default: <device>_decode_step.json beside the bench JSON, if present)")
     report.add_argument("--out", help="write the page here (default: print it to stdout)")
     report.add_argument("--check", metavar="PATH",
                         help="write nothing; exit 1 with a diff summary if PATH differs from the generated page")
