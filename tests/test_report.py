@@ -56,6 +56,7 @@ def test_committed_page_is_generated_from_the_committed_json(stem):
         f"{os.path.relpath(page_path, ROOT)} differs from the generated page: {command}")
     # four tables (two orders x two scale formats) of a row per point, and about 80 lines besides
     assert len(page.splitlines()) <= 90 + 2 * len(bench["rows"])
+    assert os.path.exists(os.path.join(PERF, stem + ".png")), "the page links its plot"
 
 
 @pytest.mark.parametrize("stem", DEVICES)
