@@ -32,8 +32,7 @@ CUBLAS, UNFUSED, BF16 = "quant+scaled_mm(cuBLASLt)", "quant+scaled_gemm", "bf16_
 def committed(stem):
     """The committed bench JSON, decode-step JSON (None when absent) and page of a device."""
     bench = os.path.join(PERF, stem + ".json")
-    decode = os.path.join(PERF, stem + report.DECODE_SUFFIX)
-    return bench, (decode if os.path.exists(decode) else None), os.path.join(ROOT, "docs", report.page_name(stem))
+    return bench, report.decode_beside(bench), os.path.join(ROOT, "docs", report.page_name(stem))
 
 
 def test_the_headline_device_is_committed():
