@@ -81,11 +81,6 @@ __device__ __forceinline__ uint32_t cvt_e4m3x2_to_f16x2(uint32_t pair) {
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
-// The same with release semantics: this thread's earlier accesses (the wgmma ring kernel's reads
-// of the shared memory that peers then write) are ordered before the peers' wait returns.
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 
 // ---- TMA copies into shared memory, completed on mbarriers (the wgmma ring kernel) -----------

@@ -527,8 +527,11 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
   // peers may write it once every thread has arrived here, after its MMAs; reduce_and_store waits
   // for theirs before writing to them. Else the inbox has its own region and the CTA arrived at
   // entry (or uses the async exchange): arriving here made the cluster's partial sums wait for
-  // its slowest CTA.
-  if (inbox_over_activations && a.k_split > 1) cluster_arrive_release();
+  // its slowest CTA. The arrival is relaxed: the only accesses the peers' writes must follow are
+  // the wgmma reads of the activations, complete once the thread's wgmma_wait<0> has returned
+  // (before it arrives); a release arrival orders no async-proxy read, and cost 0.4-0.5 us a call
+  // here (docs/design/sm90.md).
+  if (inbox_over_activations && a.k_split > 1) cluster_arrive_relaxed();
   __syncthreads();
 
   // 4./5. Partials across warpgroups and the cluster, bias, output (a.warps_k = WGS).
