@@ -185,6 +185,12 @@ static void check_plans() {
       CHECK(plan.smem_stages == 0 || plan.smem_bytes <= kSmemBudget, "staging pushed smem to %lld",
             (long long)plan.smem_bytes);
       CHECK(layout.ring_offset % 16 == 0, "ring offset %lld not 16-byte aligned", (long long)layout.ring_offset);
+      // The async exchange: st.async of four floats into a 16-byte aligned inbox, counted on an
+      // 8-byte mbarrier past the ring.
+      CHECK(layout.inbox_offset % 16 == 0 && layout.inbox_barrier_offset % 8 == 0 &&
+                layout.inbox_barrier_offset >= layout.ring_offset + int64_t(plan.smem_stages) * kStageBytes &&
+                layout.inbox_barrier_offset + 8 == layout.total,
+            "general inbox %lld / barrier %lld", (long long)layout.inbox_offset, (long long)layout.inbox_barrier_offset);
       // Instances of more token tiles are compiled without the staging code.
       CHECK(plan.token_tiles <= kMaxStagedTokenTiles || plan.smem_stages == 0, "%d token tiles staged",
             plan.token_tiles);

@@ -397,16 +397,19 @@ __device__ __forceinline__ void store_8_outputs(const GemmKernelArgs& a, float (
 
 // Epilogue, fixed order (bitwise reproducible, no atomics): sum the warps_k partials of each
 // tile in warp order, push the sum into the inbox of the cluster CTA that finishes the tile
-// (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier, then sum the ranks in order,
+// (rank r finishes tiles [r*n/S, (r+1)*n/S)), one cluster barrier (or the inbox's mbarrier:
+// ASYNC_CAPABLE below), then sum the ranks in order,
 // add the bias, round and store. Every thread of the CTA calls it (the barriers); only the
 // WORKERS `worker` threads move data (kGemmThreads; the wgmma ring kernel all of its 512). The caller has synchronized the CTA and, for
 // clusters, arrived on the cluster barrier (at entry; the wgmma ring kernel after its MMAs where
 // its inbox lies over its activations).
-// ASYNC_CAPABLE (the 4-warpgroup wgmma ring kernel): where `async_exchange` (the
-// plan's wgmma_async_exchange), the sums go to the finishing CTA's inbox by st.async, counted on
-// its mbarrier `inbox_bar` (armed at entry with the bytes it receives), and the CTA waits on its
-// own barrier instead of the cluster barrier. One copy of the code serves both exchanges: a
-// second inlined copy of this function cost more in the cold code than the exchange saved.
+// ASYNC_CAPABLE (the general kernel and the 4-warpgroup wgmma ring kernel): where `async_exchange`
+// (a K split; the wgmma plan's wgmma_async_exchange), the sums go to the finishing CTA's inbox by
+// st.async, counted on its mbarrier `inbox_bar` (armed at entry with the bytes it receives), and
+// the CTA waits on its own barrier instead of the cluster barrier, whose release after the
+// stores cost a call more than the whole async exchange. One copy of the code serves both
+// exchanges: a second inlined copy of this function cost more in the cold code than the exchange
+// saved.
 // Paired activations (the wgmma ring kernel): the cluster's K ranks of this CTA's row group are
 // cluster CTAs cluster_rank_base + r, and where the prologue already completed the phase begun at
 // entry, entry_phase_pending is false.

@@ -73,9 +73,9 @@ SGL_FP8_HD int stage_scale_offset(int stage, int thread) { return stage * kStage
 // ---- shared memory of one CTA ----------------------------------------------------------------
 // [activations f16 [block][token][128]][activation scales fp32 [block][token]]
 // [warp partials fp32 [tile][warp_k][16][token]][inbox fp32 [owned tile][cluster rank][16][token]]
-// [weight staging ring, `stages` x kStageBytes]
+// [weight staging ring, `stages` x kStageBytes][the inbox's mbarrier, 8 bytes]
 struct GemmSmemLayout {
-  int64_t xs_offset, red_offset, inbox_offset, ring_offset, total;
+  int64_t xs_offset, red_offset, inbox_offset, ring_offset, inbox_barrier_offset, total;
   SGL_FP8_HD GemmSmemLayout(int max_blocks, int token_tiles, int max_tiles, int warps_k, int k_split,
                             int stages = 0) {
     const int64_t token_pad = int64_t(token_tiles) * 8;
@@ -84,7 +84,8 @@ struct GemmSmemLayout {
     red_offset = xs_offset + int64_t(max_blocks) * token_pad * 4;
     inbox_offset = red_offset + int64_t(max_tiles) * warps_k * kTileRows * token_pad * 4;
     ring_offset = inbox_offset + max_owned * k_split * kTileRows * token_pad * 4;
-    total = ring_offset + int64_t(stages) * kStageBytes;
+    inbox_barrier_offset = ring_offset + int64_t(stages) * kStageBytes;  // a multiple of 16
+    total = inbox_barrier_offset + 8;
   }
 };
 

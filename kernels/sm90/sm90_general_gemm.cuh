@@ -24,8 +24,9 @@
 //    launch at once; <= 128 registers per thread and a small shared-memory footprint leave room
 //    for its CTA. Then the CTA's K slice of x is quantized (SPEC §3.1/3.2, bit-exact) or copied.
 //  * Epilogue in a fixed order (no atomics, bitwise reproducible): warps' partials -> shared
-//    memory -> summed over warps_k in order -> pushed into the owning CTA's inbox (distributed
-//    shared memory) -> one cluster barrier -> summed over the cluster's ranks in order, bias,
+//    memory -> summed over warps_k in order -> pushed into the owning CTA's inbox by st.async,
+//    counted in bytes on its mbarrier (no cluster barrier after the main loop: its release alone
+//    cost a call more than this whole exchange) -> summed over the cluster's ranks in order, bias,
 //    rounded to bf16/fp16, stored.
 #pragma once
 
@@ -179,9 +180,21 @@ __global__ void __launch_bounds__(kGemmThreads, 2) general_gemm_sm90(const GemmK
     unit.scale_bits = a.e8m0 ? (word >> (8 * (scale_index(u) & 3))) & 0xFFu : word;
   };
 
-  // Announce this CTA to its cluster now; the matching wait comes before the first write into a
-  // peer's shared memory (reduce_and_store), by when every peer has long started.
-  if (a.k_split > 1) cluster_arrive_relaxed();
+  // With a K split the peers' sums arrive by st.async, counted on the inbox's mbarrier: thread 0
+  // arms it with the bytes this CTA receives, then the CTA announces itself to its cluster; the
+  // matching wait comes before the first write into a peer's shared memory (reduce_and_store), by
+  // when every peer has long started and armed its barrier.
+  const uint32_t inbox_bar = shared_address(smem + layout.inbox_barrier_offset);
+  if (a.k_split > 1) {
+    if (threadIdx.x == 0) {
+      mbarrier_init(inbox_bar, 1);
+      mbarrier_init_fence();
+      const ExchangeSplit split = exchange_split(a, ntiles);
+      const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
+      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * kTileRows * TOKEN_TILES * kTokensPerTile * 4));
+    }
+    cluster_arrive_relaxed();
+  }
 
   // 1. The weight never depends on the previous kernel: start streaming it, and let the next
   //    kernel launch (it still waits for this grid before reading anything this grid writes).
@@ -234,7 +247,8 @@ __global__ void __launch_bounds__(kGemmThreads, 2) general_gemm_sm90(const GemmK
   __syncthreads();
 
   // 4./5. Partials across warps and the cluster, bias, output.
-  reduce_and_store<TOKEN_TILES>(a, red, inbox, tile_begin, ntiles, nblocks, rank, m_begin, tokens, true);
+  reduce_and_store<TOKEN_TILES, kGemmThreads, kGemmWarps, /*ASYNC_CAPABLE=*/true>(
+      a, red, inbox, tile_begin, ntiles, nblocks, rank, m_begin, tokens, true, a.k_split > 1, inbox_bar);
 }
 
 }  // namespace sgl_fp8::sm90
