@@ -25,9 +25,10 @@
 //    for its CTA. Then the CTA's K slice of x is quantized (SPEC §3.1/3.2, bit-exact) or copied.
 //  * Epilogue in a fixed order (no atomics, bitwise reproducible): warps' partials -> shared
 //    memory -> summed over warps_k in order -> pushed into the owning CTA's inbox by st.async,
-//    counted in bytes on its mbarrier (no cluster barrier after the main loop: its release alone
-//    cost a call more than this whole exchange) -> summed over the cluster's ranks in order, bias,
-//    rounded to bf16/fp16, stored.
+//    counted in bytes on its mbarrier (the cluster barrier arrived on at entry is only waited on
+//    before the first send: a second one, whose release published the stores, cost a call more
+//    than this whole exchange) -> summed over the cluster's ranks in order, bias, rounded to
+//    bf16/fp16, stored.
 #pragma once
 
 #include "sm90_gemm_common.cuh"
