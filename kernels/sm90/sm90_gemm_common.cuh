@@ -87,6 +87,16 @@ __device__ __forceinline__ ExchangeSplit exchange_split(const GemmKernelArgs& a,
                        ntiles == a.max_tiles_per_cta ? a.inverse_max_tiles : a.inverse_short_tiles);
 }
 
+// The bytes the inbox of cluster rank `rank` receives in the async exchange: every rank's sums of
+// the tiles it finishes (`parts` partial sets a rank: the direct exchange sends each warpgroup's),
+// kTokenPad floats a row. An inbox mbarrier is armed with this at entry.
+__device__ __forceinline__ uint32_t exchange_inbox_bytes(const GemmKernelArgs& a, int ntiles, int rank, int token_pad,
+                                                         int parts = 1) {
+  const ExchangeSplit split = exchange_split(a, ntiles);
+  const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
+  return uint32_t(owned * a.k_split * parts * kTileRows * token_pad * 4);
+}
+
 __device__ __forceinline__ float decode_scale(const void* base, int64_t index, bool e8m0) {
   if (e8m0) return e8m0_to_float(static_cast<const uint8_t*>(base)[index]);
   return static_cast<const float*>(base)[index];

@@ -190,9 +190,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) general_gemm_sm90(const GemmK
     if (threadIdx.x == 0) {
       mbarrier_init(inbox_bar, 1);
       mbarrier_init_fence();
-      const ExchangeSplit split = exchange_split(a, ntiles);
-      const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
-      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * kTileRows * TOKEN_TILES * kTokensPerTile * 4));
+      mbarrier_arrive_expect_tx(inbox_bar, exchange_inbox_bytes(a, ntiles, rank, TOKEN_TILES * kTokensPerTile));
     }
     cluster_arrive_relaxed();
   }

@@ -250,9 +250,7 @@ __global__ void __launch_bounds__(WGS * 128, WGS == kCoResidentWarpGroups ? 2 : 
 #pragma unroll 1
     for (int c = 0; c < slots; ++c) mbarrier_arrive_expect_tx(full + 8 * c, chunk_bytes);
     if (inbox_barrier) {  // every rank (direct: every warpgroup of every rank) sends each tile this CTA finishes
-      const ExchangeSplit split = exchange_split(a, ntiles);
-      const int owned = split.first_tile(rank + 1) - split.first_tile(rank);
-      mbarrier_arrive_expect_tx(inbox_bar, uint32_t(owned * a.k_split * (direct ? WGS : 1) * kTileRows * kTokenPad * 4));
+      mbarrier_arrive_expect_tx(inbox_bar, exchange_inbox_bytes(a, ntiles, rank, kTokenPad, direct ? WGS : 1));
     }
     if (PAIR) {  // the peer's tokens: e4m3 bytes and a scale per K block
       const int peer_tokens = pair_token_count(pair ^ 1, tokens);
