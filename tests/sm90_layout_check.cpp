@@ -410,6 +410,11 @@ static void check_wgmma_ring() {
               "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
+        // From 9 tokens a share of 3 or more blocks is streamed by two copies or more, half of them
+        // held back behind the activation loads.
+        if (plan.token_tiles >= 2 && plan.max_blocks_per_cta >= 3)
+          CHECK(layout.chunks >= 2 && plan.early_chunks == (layout.chunks + 1) / 2,
+                "one copy of a %d-block share at M=%lld (N=%lld K=%lld)", plan.max_blocks_per_cta, M, N, K);
         CHECK(layout.ring_offset % 1024 == 0 && layout.barrier_offset % 8 == 0 && layout.xs_offset % 16 == 0 &&
                   layout.inbox_offset % 16 == 0,
               "wgmma alignment");

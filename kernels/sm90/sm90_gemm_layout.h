@@ -168,11 +168,15 @@ constexpr int kChunkTargetBytes = 32 * 1024;  // copies of this size stream near
 SGL_FP8_HD int wgmma_window_tile(int w, int ntiles) {
   return kWindowTiles * w < ntiles - kWindowTiles ? kWindowTiles * w : ntiles - kWindowTiles;
 }
-// Blocks per chunk: about kChunkTargetBytes per copy, at most the CTA's blocks.
-SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks) {
+// Blocks per chunk: about kChunkTargetBytes per copy, at most the CTA's blocks. From 9 tokens (two
+// token tiles) a share of three or more blocks takes at least two copies, so that half of it waits
+// for the activation loads, as in every larger share (one copy of the whole share queued them
+// behind all of it; docs/design/sm90.md).
+SGL_FP8_HD int wgmma_chunk_blocks(int max_tiles, int max_blocks, int token_tiles) {
   const int rows_bytes = max_tiles * kTileRows * kBlockK;
-  int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
-  return b < 1 ? 1 : (b > max_blocks ? max_blocks : b);
+  const int most = token_tiles >= 2 && max_blocks >= 3 ? (max_blocks + 1) / 2 : max_blocks;
+  const int b = (kChunkTargetBytes + rows_bytes - 1) / rows_bytes;
+  return b < 1 ? 1 : (b > most ? most : b);
 }
 // a / b for small non-negative integers, from b's reciprocal in fp32 (inverse_b = 1.0f / float(b),
 // the IEEE division): an integer division by a runtime value is ~20-30 instructions, and the MMA

@@ -253,7 +253,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     auto chunk_for = [&](int64_t tiles) {
       if (co_resident) return warpgroups;
       return config.copy_blocks > 0 ? (config.copy_blocks < blocks ? config.copy_blocks : int(blocks))
-                                    : wgmma_chunk_blocks(int(tiles), int(blocks));
+                                    : wgmma_chunk_blocks(int(tiles), int(blocks), token_tiles);
     };
     auto layout_for = [&](int64_t tiles, int slots) {
       return WgmmaRingSmemLayout(int(blocks), token_tiles, int(tiles), S, chunk_for(tiles), warpgroups, slots, false,
