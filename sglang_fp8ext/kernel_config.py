@@ -46,7 +46,7 @@ class KernelConfig:
 
     engine: Engine = Engine.AUTO
     k_split: int = 0  # sm_90: CTAs of a cluster splitting K; gfx950: waves splitting K
-    copy_blocks: int = 0  # sm_90 wgmma: K blocks per tensor copy (0: about 32 KB)
+    copy_blocks: int = 0  # sm_90 wgmma: K blocks per copy (0: ~32 KB; from 9 tokens >= 2 copies)
     early_copies: int = 0  # sm_90 wgmma: copies requested before the activations are read (0: half)
     pair_activations: Toggle = Toggle.AUTO  # sm_90 wgmma, 9-32 tokens: two row groups share a K slice's quant
     ctas_per_sm: int = 0  # sm_90 general: CTAs per SM the grid is sized for (0: one)
