@@ -938,6 +938,70 @@ static void print_choice(const char* config, long long N, long long K, long long
       (long long)p.smem_bytes);
 }
 
+// Shares the 4-warpgroup ring cannot hold in one resident wave (6144x4096 and larger): up to 16
+// tokens the co-resident variants; from 17 tokens, where those leave the activations no room, the
+// 4-warpgroup kernel over the fewest of 2..kMaxWaves waves whose CTAs' shares fit (WgmmaVariant::
+// kWaves), every (tile, block) owned once; where not even kMaxWaves waves hold it, no wgmma plan. A one-wave variant never plans several waves, nor the several-waves one a single wave.
+static void check_several_waves(bool print) {
+  auto residency = [](int cluster, long long smem) -> long long { return h200::resident_clusters(cluster, smem); };
+  const long long shares[][2] = {{6144, 4096},  {7168, 4096},  {4608, 7168}, {10240, 4096},
+                                 {12288, 4096}, {4096, 12288}, {8192, 8192}, {7168, 16384}, {16384, 16384}};
+  int co_resident_plans = 0, waves_plans = 0, beyond = 0;
+  for (const auto& s : shares)
+    for (long long M : {1LL, 8LL, 16LL, 17LL, 24LL, 32LL}) {
+      const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
+      const GemmPlan p = choose_h200(N, K, M, false, GemmConfig{});
+      if (print) print_choice("auto", N, K, M, false, p);
+      CHECK(plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency).cost < 0,
+            "%lldx%lld M=%lld: one wave holds the share", N, K, M);
+      CHECK(plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency,
+                                 WgmmaVariant::kFourWarpgroups, 2).cost < 0 &&
+                plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency, WgmmaVariant::kWaves, 1)
+                        .cost < 0,
+            "%lldx%lld M=%lld: waves outside their variant", N, K, M);
+      if (M <= 16 && (plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency,
+                                           WgmmaVariant::kCoResident).cost >= 0 ||
+                      plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency,
+                                           WgmmaVariant::kWholeSmem).cost >= 0)) {
+        CHECK(p.engine == GemmEngine::kWgmma && p.co_resident, "%lldx%lld M=%lld: co-resident, got %s", N, K, M,
+              engine_name(p.engine));
+        ++co_resident_plans;
+        continue;
+      }
+      int fewest = 0;
+      for (int w = 2; w <= kMaxWaves && !fewest; ++w)
+        if (plan_wgmma_ring_gemm(N, K, M, false, 132, 227 * 1024, GemmConfig{}, residency, WgmmaVariant::kWaves, w).cost >= 0)
+          fewest = w;
+      if (!fewest) {
+        CHECK(p.engine != GemmEngine::kWgmma, "%lldx%lld M=%lld: a wgmma plan beyond the waves", N, K, M);
+        ++beyond;
+        continue;
+      }
+      ++waves_plans;
+      CHECK(p.engine == GemmEngine::kWgmma && !p.co_resident && p.warps_k == kWgmmaWarpGroups && p.chunks == 1 &&
+                p.smem_bytes <= 227 * 1024,
+            "%lldx%lld M=%lld: the 4-warpgroup kernel, got %s co_resident=%d", N, K, M, engine_name(p.engine),
+            int(p.co_resident));
+      const int cluster = p.k_split * (p.pair ? 2 : 1);
+      const long long per_wave = residency(cluster, p.smem_bytes) * cluster, ctas = (long long)p.row_groups * p.k_split;
+      CHECK(ctas > per_wave && ctas <= fewest * per_wave, "%lldx%lld M=%lld: %lld CTAs, %lld a wave, %d waves", N, K, M,
+            ctas, per_wave, fewest);
+      std::vector<int> owner(size_t(T * KB), 0);
+      for (int g = 0; g < p.row_groups; ++g) {
+        const long long t0 = g * T / p.row_groups, t1 = (g + 1) * T / p.row_groups;
+        CHECK(t1 - t0 >= kWindowTiles && (t1 - t0 == p.max_tiles_per_cta || t1 - t0 == p.max_tiles_per_cta - 1),
+              "%lldx%lld M=%lld: CTA tiles %lld (max %d)", N, K, M, t1 - t0, p.max_tiles_per_cta);
+        for (int r = 0; r < p.k_split; ++r)
+          for (long long t = t0; t < t1; ++t)
+            for (long long b = r * KB / p.k_split; b < (r + 1) * KB / p.k_split; ++b) ++owner[size_t(t * KB + b)];
+      }
+      for (size_t i = 0; i < owner.size(); ++i)
+        CHECK(owner[i] == 1, "%lldx%lld M=%lld: (tile, block) %zu owned %d times", N, K, M, i, owner[i]);
+    }
+  CHECK(co_resident_plans == 26 && waves_plans == 24 && beyond == 4, "co-resident plans %d, several-waves %d, beyond %d",
+        co_resident_plans, waves_plans, beyond);
+}
+
 // For every SPEC §6 shape, M = 1..33 and both layouts: the default config gives the wgmma ring
 // kernel (its 4-warpgroup variant) for plain weights up to 32 tokens and the general kernel for
 // shuffled weights and from 33 tokens; engine register_fed gives that kernel where it applies (K a
@@ -996,19 +1060,8 @@ static void check_choose_gemm(bool print) {
           CHECK(q.engine == GemmEngine::kWgmma && !q.pair, "%lldx%lld M=%lld: e4m3 input", N, K, M);
         }
       }
-  // Shares the 4-warpgroup ring cannot hold (the decode-step benchmark's MLP projections): the
-  // co-resident or whole-shared-memory variant up to 16 tokens, the general kernel from 17.
-  for (const auto& s : {std::array<long long, 2>{12288, 4096}, {4096, 12288}})
-    for (long long M : {1LL, 8LL, 16LL, 17LL, 32LL}) {
-      const GemmPlan p = choose_h200(s[0], s[1], M, false, auto_config);
-      if (print) print_choice("auto", s[0], s[1], M, false, p);
-      if (M <= 16)
-        CHECK(p.engine == GemmEngine::kWgmma && p.co_resident && p.warps_k == kCoResidentWarpGroups,
-              "%lldx%lld M=%lld: the co-resident variant, got %s co_resident=%d", s[0], s[1], M, engine_name(p.engine),
-              int(p.co_resident));
-      else
-        CHECK(p.engine == GemmEngine::kGeneral, "%lldx%lld M=%lld: general, got %s", s[0], s[1], M, engine_name(p.engine));
-    }
+  // Shares the 4-warpgroup ring cannot hold in one wave: check_several_waves.
+  check_several_waves(print);
   // Knobs reach the plans: copy_blocks and early_copies the wgmma plan, k_split every engine's,
   // pair_activations off where the default pairs.
   GemmConfig knobs;

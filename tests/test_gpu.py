@@ -323,17 +323,15 @@ def test_sm90_paired_activations(gpu, M, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
-@pytest.mark.parametrize("n, k, M, engine", [(6144, 4096, 1, "wgmma"), (6144, 4096, 5, "wgmma"), (6144, 4096, 16, "wgmma"),
-                                             (4096, 12288, 1, "wgmma"), (4096, 12288, 8, "wgmma"),
-                                             (12288, 4096, 16, "wgmma"), (4096, 12288, 16, "wgmma"),
-                                             (12288, 4096, 32, "general")])
-def test_sm90_large_share_keeps_the_wgmma_engine_up_to_16_tokens(gpu, n, k, M, fmt, engine):
-    """sm_90: where a CTA's weight share does not fit the 4-warpgroup ring, the wgmma engine's plan
-    takes its 2-warpgroup instance with a refilled ring (and, where even that leaves the activations
-    no room, the one with the whole shared memory) up to 16 tokens; from 17 tokens such a share runs
-    the general engine. The default meets the §3.4 contract, runs a wgmma kernel exactly where it
-    should, and its bits are those of the engine forced by name (forcing ``engine=wgmma`` at 32 tokens
-    of 12288x4096 is the plan error)."""
+@pytest.mark.parametrize("n, k, M", [(6144, 4096, 1), (6144, 4096, 5), (6144, 4096, 16), (4096, 12288, 1),
+                                     (4096, 12288, 8), (12288, 4096, 16), (4096, 12288, 16), (6144, 4096, 17),
+                                     (4608, 7168, 24), (12288, 4096, 32), (4096, 12288, 32)])
+def test_sm90_large_share_keeps_the_wgmma_engine(gpu, n, k, M, fmt):
+    """sm_90: where a CTA's weight share does not fit the 4-warpgroup ring in one resident wave, the
+    wgmma engine's plan takes its 2-warpgroup instance with a refilled ring (and, where even that
+    leaves the activations no room, the one with the whole shared memory) up to 16 tokens, and from
+    17 tokens the 4-warpgroup kernel over several waves (2-3 here). The default meets the §3.4
+    contract, runs a wgmma kernel, and its bits are those of the engine forced by name."""
     _require_sm90()
     e8 = fmt == "e8m0"
     w, ws = rand_weight(n, k, 11), rand_wscale(n, k, e8, 11)
@@ -342,11 +340,9 @@ def test_sm90_large_share_keeps_the_wgmma_engine_up_to_16_tokens(gpu, n, k, M, f
     xd, wd, wsd = x.to(gpu), w.to(gpu), ws.to(gpu)
     out, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd))
     assert_gemm_contract(out, ref, f"default N={n} K={k} M={M}")
-    assert any("wgmma_ring_gemm_sm90" in name for name in names) == (engine == "wgmma"), names
-    forced = configured(xd, wd, wsd, False, None, WGMMA if engine == "wgmma" else GENERAL)
-    assert torch.equal(_bits(out), _bits(forced)), f"the default is not the {engine} engine"
-    if engine == "general":
-        assert run_if_a_plan_fits(xd, wd, wsd, None, WGMMA) is None, "the wgmma engine fits this share"
+    assert any("wgmma_ring_gemm_sm90" in name for name in names), names
+    forced = configured(xd, wd, wsd, False, None, WGMMA)
+    assert torch.equal(_bits(out), _bits(forced)), "the default is not the wgmma engine"
 
 
 def order_revealing_operands(n, k, M, seed):
@@ -373,13 +369,15 @@ def order_revealing_operands(n, k, M, seed):
 
 @pytest.mark.parametrize("n, k, M, general", [(5120, 4096, 1, False), (4096, 2048, 2, False),
                                               (4096, 1024, 1, False), (1536, 4096, 1, False),
-                                              (12288, 4096, 1, False), (12288, 4096, 32, True)])
+                                              (12288, 4096, 1, False), (12288, 4096, 32, False),
+                                              (12288, 4096, 33, True)])
 def test_sm90_default_engine_by_share(gpu, n, k, M, general):
     """sm_90: the default is the wgmma engine up to 32 tokens wherever one of its plans holds a CTA's
     weight share, at 1-2 tokens too (12288x4096, ~380 KB a CTA: its 2-warpgroup instance up to 16
-    tokens); 12288x4096 at 32 tokens runs the general engine. On operands whose bits show the
-    kernels' summation order, the default's bits are those of the engine it should take, and the
-    kernel launched is (or is not) the wgmma engine's; both meet the §3.4 contract.
+    tokens, its 4-warpgroup kernel over three waves at 32); from 33 tokens the general engine. On
+    operands whose bits show the kernels' summation order, the default's bits are those of the engine
+    it should take, and the kernel launched is (or is not) the wgmma engine's; both meet the §3.4
+    contract.
     (fp32 scales: the choice does not depend on the scale format, and power-of-two scales cannot
     be made to show the order.)"""
     _require_sm90()

@@ -94,11 +94,16 @@ def test_engine_choice_for_every_spec_shape(checker):
         summary.append(f"{n}x{k}: " + " ".join(f"{r['M']}:{r['engine'][0]}{r['k_split']}{'p' if r['pair'] else ''}"
                                                for r in plain))
     print("\n".join(summary))
-    # the decode-step benchmark's MLP shares: the wgmma kernel's co-resident variant up to 16 tokens
+    # the decode-step benchmark's MLP shares: the wgmma kernel's co-resident variant up to 16 tokens,
+    # its 4-warpgroup kernel over more than one wave of the 132 SMs from 17
     for n, k in ((12288, 4096), (4096, 12288)):
         for m in (1, 8, 16):
             row = table[("auto", n, k, m, "plain")]
             assert row["engine"] == "wgmma" and row["co_resident"] == 1, row
+        for m in (17, 24, 32):
+            row = table[("auto", n, k, m, "plain")]
+            assert row["engine"] == "wgmma" and row["co_resident"] == 0, row
+            assert row["k_split"] * row["row_groups"] > 132, row
 
 
 def test_h200_engine_for_every_spec_shape_with_the_shipped_table(checker):

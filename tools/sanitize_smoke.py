@@ -11,9 +11,9 @@ stress their index math: odd N (48, 272, 2112), both weight layouts and scale fo
 the wgmma ring kernel forced to K splits 2 and 4 (its async exchange), paired activations at 13-32
 tokens (K splits 1, 2 and 4; the split-free pairs are 8192x1024's default there), the register-fed
 kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and shares too large for the
-4-warpgroup kernel, where the wgmma plan takes its co-resident variant (6144x4096 and 4096x12288: a
-refilled ring and the direct exchange) or its whole-shared-memory instance (12288x4096 and 4096x12288
-at 13-16 tokens). The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096,
+4-warpgroup kernel in one wave, where the wgmma plan takes its co-resident variant (6144x4096 and
+4096x12288: a refilled ring and the direct exchange), its whole-shared-memory instance (12288x4096
+and 4096x12288 at 13-16 tokens) or, at 24-32 tokens, its 4-warpgroup kernel over two or three waves. The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096,
 272x1024 and 4096x1024 at M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's
 exit code is the verdict.
 """
@@ -77,11 +77,11 @@ for n, k in SHAPES:
     g = (torch.rand(k, generator=gen) + 0.5).to(torch.bfloat16).to(dev)
     fx.rmsnorm_quant(r, g, 1e-6, False)
     fx.add_rmsnorm_quant(r, r, g, 1e-6, True)
-if '--quick' not in sys.argv:  # shares the 4-warpgroup kernel cannot hold: the co-resident variant's refilled ring
+if '--quick' not in sys.argv:  # shares one wave of the 4-warpgroup kernel cannot hold
     for n, k in ((6144, 4096), (12288, 4096), (4096, 12288)):
         w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
         ws = (torch.rand(n // 128, k // 128, generator=gen) * 1e-2 + 1e-3).to(dev)
-        for m in (1, 13, 16):
+        for m in (1, 13, 16, 24, 32):
             x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
             fx.smallm_gemm(x, w, ws, False, None)
 torch.cuda.synchronize()

@@ -121,9 +121,10 @@ inline int token_tiles_for(int64_t M) { return M >= 32 ? 4 : int(ceil_div(M < 1 
 // max_clusters(S, smem): clusters of S CTAs with smem bytes each that can be resident at once
 // (cudaOccupancyMaxActiveClusters); return a large number for "no limit".
 //
-// Every plan keeps its grid to one resident wave: `groups` clusters of S CTAs over T row tiles,
-// shrunk to the clusters that fit at once, and `tiles` = the most tiles a CTA then owns. False
-// where nothing fits (`fits(tiles)`: the plan's own limits, shared memory among them).
+// Every plan keeps its grid to one resident wave (the wgmma kernel's kWaves variant: a max_clusters
+// that counts several): `groups` clusters of S CTAs over T row tiles, shrunk to the clusters that
+// fit at once, and `tiles` = the most tiles a CTA then owns. False where nothing fits
+// (`fits(tiles)`: the plan's own limits, shared memory among them).
 template <typename Fits, typename SmemFor, typename MaxClusters>
 bool fit_one_wave(int64_t T, int S, int64_t& groups, int64_t& tiles, Fits&& fits, SmemFor&& smem_for,
                   MaxClusters&& max_clusters) {
@@ -210,30 +211,37 @@ inline int wgmma_token_tiles(int64_t M) {
 }
 
 // The variants of the wgmma ring kernel, tried in this order (choose_gemm): the 4-warpgroup kernel,
-// one CTA per SM, whose ring holds the CTA's whole share; where it cannot (shares of 6144x4096 and
-// larger, up to 16 tokens), the co-resident variant: 2 warpgroups, at most kCoResidentSmem bytes,
-// so that two CTAs share an SM, chunks of one block per warpgroup, as many ring slots as fit (>= 2;
-// where the whole share fits, one per chunk) and every one of them requested at entry, every CTA's
-// K blocks a multiple of 2 (the refilled ring's block order); where even that ring leaves the
-// activations no room (12288x4096 at 16 tokens), the same instance with the whole shared memory
-// (one CTA per SM). No config selects a variant: each is the plan's answer to the share's size.
-enum class WgmmaVariant { kFourWarpgroups, kCoResident, kWholeSmem };
+// one CTA per SM, whose ring holds the CTA's whole share, in one resident wave; where it cannot
+// (shares of 6144x4096 and larger), up to 16 tokens the co-resident variant: 2 warpgroups, at most
+// kCoResidentSmem bytes, so that two CTAs share an SM, chunks of one block per warpgroup, as many
+// ring slots as fit (>= 2; where the whole share fits, one per chunk) and every one of them
+// requested at entry, every CTA's K blocks a multiple of 2 (the refilled ring's block order); where
+// even that ring leaves the activations no room (12288x4096 at 16 tokens), the same instance with
+// the whole shared memory (one CTA per SM); and last (from 17 tokens, where the 2-warpgroup
+// variants leave the activations no room) the 4-warpgroup kernel over a grid of 2 to kMaxWaves
+// resident waves, the fewest whose CTAs' shares fit: an SM runs the CTAs of later waves as earlier
+// ones end (no CTA waits on another cluster). Measured faster than the general kernel from 17
+// tokens and slower than the co-resident variant up to 16, which keeps those (docs/design/sm90.md).
+// No config selects a variant: each is the plan's answer to the share's size.
+enum class WgmmaVariant { kFourWarpgroups, kCoResident, kWholeSmem, kWaves };
+constexpr int kMaxWaves = 8;
 
 template <typename MaxClusters>
 GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, int num_sms, int64_t max_smem,
                               const GemmConfig& config, MaxClusters&& max_clusters,
-                              WgmmaVariant variant = WgmmaVariant::kFourWarpgroups) {
+                              WgmmaVariant variant = WgmmaVariant::kFourWarpgroups, int waves = 1) {
   GemmPlan best;
   if (shuffled || M > kMaxWgmmaTokenTiles * 8) return best;
   const int token_tiles = wgmma_token_tiles(M);
-  const bool co_resident = variant != WgmmaVariant::kFourWarpgroups;
+  const bool co_resident = variant == WgmmaVariant::kCoResident || variant == WgmmaVariant::kWholeSmem;
   if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
+  if ((variant == WgmmaVariant::kWaves) != (waves > 1)) return best;  // several waves: that variant only
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
   // Paired activations: two row groups of a K slice share their quantized activations, so their
   // clusters hold k_split x 2 CTAs; `resident_groups` counts row groups of k_split CTAs that fit.
   const bool pair = config.pair_activations == Toggle::kOn && !co_resident && token_tiles >= 2;
   auto resident_groups = [&](int s, int64_t smem) -> int64_t {
-    return pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem));
+    return waves * (pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem)));
   };
   const bool whole_smem = variant == WgmmaVariant::kWholeSmem;
   const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
@@ -246,7 +254,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (co_resident && (KB % S != 0 || (KB / S) % warpgroups != 0)) continue;
     if (pair && 2 * S > kMaxClusterSize) continue;
     const int64_t blocks = ceil_div(KB, S);
-    int64_t groups = num_sms / S;
+    int64_t groups = int64_t(waves) * num_sms / S;
     if (groups > T / kWindowTiles) groups = T / kWindowTiles;
     if (pair) groups &= ~int64_t(1);  // row groups in pairs
     if (groups < 1) continue;
@@ -302,10 +310,14 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
         S > 4 && blocks < kShortSliceBlocks
             ? (n32 ? kShortSliceBlockCost32 : kShortSliceBlockCost) * double(kShortSliceBlocks - blocks)
             : 0;
-    const double cost = double(tiles) * double(blocks) * 2048 + window_cost +
-                        (n32 ? kActivationByteWeight32 : kActivationByteWeight) * (pair ? 0.5 : 1.0) *
-                            double(tokens) * double(blocks) * 256 +
-                        cluster_cost + short_slice_cost;
+    // Several waves: an SM runs its CTAs one after another, so the busiest SM's cost is a CTA's
+    // times the waves the grid takes.
+    const int64_t per_wave = resident_groups(S, smem_for(tiles)) / waves;
+    const int64_t used_waves = waves > 1 && per_wave > 0 ? ceil_div(groups, per_wave) : 1;
+    const double cost = double(used_waves) * (double(tiles) * double(blocks) * 2048 + window_cost +
+                                              (n32 ? kActivationByteWeight32 : kActivationByteWeight) *
+                                                  (pair ? 0.5 : 1.0) * double(tokens) * double(blocks) * 256 +
+                                              cluster_cost + short_slice_cost);
     if (best.cost < 0 || cost < best.cost) {
       set_partition(best, S, groups, warpgroups, 1, tiles, blocks);
       best.chunk_blocks = chunk_for(tiles);
@@ -349,7 +361,8 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     GemmConfig whole_k = config;
     whole_k.k_split = 1;
     if (paired_whole_k) whole_k.pair_activations = Toggle::kOn;
-    const GemmPlan whole = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters);
+    const GemmPlan whole =
+        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters, variant, waves);
     const double min_sm_fraction = paired_whole_k ? kPairedNoSplitMinSmFraction : kNoSplitMinSmFraction;
     if (whole.engine == GemmEngine::kWgmma && whole.max_tiles_per_cta == kWindowTiles &&
         whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= min_sm_fraction * num_sms)
@@ -369,7 +382,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     paired_config.k_split = 4;
     paired_config.pair_activations = Toggle::kOn;
     const GemmPlan paired =
-        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters);
+        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters, variant, waves);
     if (paired.engine == GemmEngine::kWgmma &&
         (replace_split8 ? paired.max_tiles_per_cta == kWindowTiles
                         : 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta))
@@ -429,9 +442,10 @@ constexpr const char* kGeneralPlanError =
 //     K <= 8192, M <= 16), else an error;
 //  2. engine kAuto or kWgmma: the wgmma ring kernel for M <= 32, plain weights and its index range,
 //     trying the 4-warpgroup plan, then (up to 16 tokens) the co-resident and the
-//     whole-shared-memory variants (WgmmaVariant); a plan that fits also needs maps_ok (the driver
-//     encodes its tensor maps). Paired activations never with pre-quantized input. Engine kWgmma
-//     where none of this holds: an error, not another engine;
+//     whole-shared-memory variants, then the 4-warpgroup kernel over several waves (WgmmaVariant);
+//     a plan that fits also needs maps_ok (the driver encodes its tensor maps). Paired activations
+//     never with pre-quantized input. Engine kWgmma where none of this holds: an error, not another
+//     engine;
 //  3. else (engine kAuto or kGeneral) the general kernel: shuffled weights, M > 32, shares the wgmma
 //     plans cannot hold, maps the driver declines; an error where even its plan does not fit.
 // max_clusters(engine, token_tiles, cluster, threads, smem): clusters of `cluster` CTAs of
@@ -449,21 +463,23 @@ GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequa
     return plan;
   }
   if (c.engine == GemmEngine::kAuto || c.engine == GemmEngine::kWgmma) {
-    if (!shuffled && M <= int64_t(kMaxWgmmaTokenTiles) * 8 && wgmma_index_range(N, K, num_sms)) {
+    if (!shuffled && M <= int64_t(kMaxWgmmaTokenTiles) * 8 && wgmma_index_range(N, K, num_sms * kMaxWaves)) {
       GemmConfig wc = c;
       if (prequant) wc.pair_activations = Toggle::kOff;  // paired activations quantize in the kernel
       const int token_tiles = wgmma_token_tiles(M);
-      for (WgmmaVariant v : {WgmmaVariant::kFourWarpgroups, WgmmaVariant::kCoResident, WgmmaVariant::kWholeSmem}) {
-        if (v != WgmmaVariant::kFourWarpgroups && token_tiles > 2) break;  // 17-32 tokens: 4 warpgroups only
-        const int threads =
-            (v == WgmmaVariant::kFourWarpgroups ? kWgmmaWarpGroups : kCoResidentWarpGroups) * 128;
-        const GemmPlan plan = plan_wgmma_ring_gemm(
-            N, K, M, shuffled, num_sms, max_smem, wc,
-            [&](int cluster, int64_t smem) -> int64_t {
-              return max_clusters(GemmEngine::kWgmma, token_tiles, cluster, threads, smem);
-            },
-            v);
-        if (plan.cost >= 0 && maps_ok(plan.max_tiles_per_cta * kTileRows, plan.chunk_blocks)) return plan;
+      for (WgmmaVariant v : {WgmmaVariant::kFourWarpgroups, WgmmaVariant::kCoResident, WgmmaVariant::kWholeSmem,
+                             WgmmaVariant::kWaves}) {
+        const bool co_resident = v == WgmmaVariant::kCoResident || v == WgmmaVariant::kWholeSmem;
+        if (co_resident && token_tiles > 2) continue;  // 17-32 tokens: 4 warpgroups only
+        const int threads = (co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups) * 128;
+        auto residency = [&](int cluster, int64_t smem) -> int64_t {
+          return max_clusters(GemmEngine::kWgmma, token_tiles, cluster, threads, smem);
+        };
+        const int first_waves = v == WgmmaVariant::kWaves ? 2 : 1, last_waves = v == WgmmaVariant::kWaves ? kMaxWaves : 1;
+        for (int waves = first_waves; waves <= last_waves; ++waves) {
+          const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, wc, residency, v, waves);
+          if (plan.cost >= 0 && maps_ok(plan.max_tiles_per_cta * kTileRows, plan.chunk_blocks)) return plan;
+        }
       }
     }
     if (c.engine == GemmEngine::kWgmma) {
