@@ -51,12 +51,13 @@ TABLE_FORMAT = 2  # the layout of a table file; format 1 held configs as positio
 # SPEC §6: Qwen3.5-397B TP4, then DeepSeek-V3/V4 dense linears at TP4/TP8 (N, K)
 SPEC_SHAPES = ((5120, 4096), (4608, 4096), (4096, 2048), (8192, 1024), (4096, 1024), (1536, 4096), (2112, 7168))
 
-# Heuristic bounds (docs/design/sm90.md has the measurements). CUDA: the fused kernel is the
+# Heuristic bounds (docs/dispatch.md has the measurements). CUDA: the fused kernel is the
 # fastest FP8 path measured on the H200 up to M = 16 on every shape (the wgmma ring kernel). From
 # 17 to 32 tokens it depends on the weight's size: up to ~22 MiB the 4-warpgroup wgmma kernel
-# holds a CTA's share of 32 tokens and the fused op beats quant + cuBLASLt; above it the fused op
-# runs the register kernel and loses to cuBLASLt and, where cuBLASLt cannot run (e8m0 scales),
-# mostly to the unfused path. Above 32 tokens the fused kernel re-streams the weight once per
+# holds a CTA's share of 32 tokens in one wave and the fused op beats quant + cuBLASLt; above it the
+# kernel runs over several waves, level with cuBLASLt, which keeps those weights, and ahead of the
+# unfused path, so where cuBLASLt cannot run (e8m0 scales, N or K it is not known right for) a
+# plain weight takes the fused op. Above 32 tokens the fused kernel re-streams the weight once per
 # 32-token chunk, so a GEMM that tiles M wins.
 # cuBLASLt is only called where it is known to be right (``scaled_mm_eligible``): on the H200 it
 # was wrong exactly where K/128 is not a multiple of 4 (K = 256), and within 2e-3 of the float64
@@ -123,11 +124,11 @@ def heuristic(dev: DeviceInfo, m, *, n: int, k: int, e8m0: bool, shuffled: bool,
     if dev.kind == "cuda":
         if fused_enabled and m <= CUDA_FUSED_ONLY_MAX_M:
             return "fused", f"M<={CUDA_FUSED_ONLY_MAX_M}"
-        small_weight = n * k <= CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16
-        if fused_enabled and m <= FUSED_MAX_M and small_weight:
+        fused_to_32 = n * k <= CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16 or (not scaled_mm_ok and not shuffled)
+        if fused_enabled and m <= FUSED_MAX_M and fused_to_32:
             return "fused", f"{CUDA_FUSED_ONLY_MAX_M}<M<={FUSED_MAX_M}"
         # the same path for every larger M: one bucket
-        bucket = "any M" if not fused_enabled else f"M>{FUSED_MAX_M}" if small_weight else f"M>{CUDA_FUSED_ONLY_MAX_M}"
+        bucket = "any M" if not fused_enabled else f"M>{FUSED_MAX_M}" if fused_to_32 else f"M>{CUDA_FUSED_ONLY_MAX_M}"
         return ("scaled_mm" if scaled_mm_ok else "unfused"), bucket
     if dev.kind == "rocm":
         if fused_enabled and m <= FUSED_MAX_M:

@@ -122,7 +122,7 @@ def test_heuristic_cpu_fused_at_any_m(fmt):
 def test_heuristic_cuda_sm90():
     # eligible shapes (N % 128, K % 512, fp32, plain): fused up to 16 tokens; from 17 to 32 fused
     # where the weight is at most 22 MiB (5120x4096: 20 MiB), cuBLASLt where it is larger
-    # (6144x4096: 24 MiB); cuBLASLt above 32
+    # (6144x4096: 24 MiB); cuBLASLt above 32. Where cuBLASLt cannot run, fused up to 32 tokens.
     assert dispatch.CUDA_FUSED_MAX_WEIGHT_BYTES_ABOVE_16 == 22 * 2**20
     for m in (1, 2, 8, 9, 16, 17, 24, 32):
         assert select(H200, m).path == "fused", m
@@ -134,10 +134,15 @@ def test_heuristic_cuda_sm90():
             assert select(H200, m, n=n, k=k).path == "fused", (n, k, m)
         for m in (17, 32, 33, 200):
             assert select(H200, m, n=n, k=k).path == "scaled_mm", (n, k, m)
-        # no cuBLASLt for e8m0 scales: the unfused path above 16 tokens for these weights
-        assert select(H200, 16, n=n, k=k, e8m0=True).path == "fused"
-        for m in (17, 32, 33):
+        # no cuBLASLt for e8m0 scales: the fused op up to 32 tokens (its wgmma plan over several
+        # waves), the unfused path above
+        for m in (16, 17, 32):
+            assert select(H200, m, n=n, k=k, e8m0=True).path == "fused", (n, k, m)
+        assert {select(H200, m, n=n, k=k, e8m0=True).bucket for m in (17, 32)} == {"16<M<=32"}
+        for m in (33, 200):
             assert select(H200, m, n=n, k=k, e8m0=True).path == "unfused", (n, k, m)
+        # a shuffled weight (the general kernel either way): the unfused path above 16 tokens
+        assert select(H200, 17, n=n, k=k, e8m0=True, shuffled=True).path == "unfused"
         # one bucket for every M above 16 (one compile guard)
         assert {select(H200, m, n=n, k=k).bucket for m in (17, 32, 33, 500)} == {"M>16"}
     # 22 MiB exactly is small, one 128-row block more is not
