@@ -370,12 +370,14 @@ static void check_wgmma_ring() {
     }
     for (int t = 0; t < ntiles; ++t) CHECK(parked[size_t(t)] == 1, "tile %d of %d parked %d times", t, ntiles, parked[size_t(t)]);
   }
-  // Plans: every SPEC §6 shape takes the wgmma ring kernel at M <= 32 with plain weights, never
+  // Plans: every SPEC §6 shape (and four DeepSeek-style weights whose plans pair or drop the split
+  // over more than 8 K blocks) takes the wgmma ring kernel at M <= 32 with plain weights, never
   // with shuffled ones or above 32 tokens; each CTA has 4 .. 4 x wgmma_max_windows tiles, the grid
   // is one wave, the partition covers every (tile, block) once, the chunks cover the CTA's blocks,
   // and the partials parked over the ring fit in its region.
   const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
-                                 {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
+                                 {1536, 4096}, {2112, 7168}, {16, 128},    {48, 256},   {272, 1024},
+                                 {7168, 2048}, {6144, 1536}, {8192, 2048}, {7168, 2304}};
   for (const auto& s : shapes)
     for (bool shuffled : {false, true})
       for (long long M : {1LL, 5LL, 8LL, 9LL, 16LL, 17LL, 24LL, 25LL, 32LL, 33LL, 64LL}) {
@@ -401,12 +403,16 @@ static void check_wgmma_ring() {
         const WgmmaRingSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.k_split,
                                          plan.chunk_blocks, kWgmmaWarpGroups, 0, own_inbox, plan.pair);
         // Paired activations by default only from 9 tokens, in pairs of row groups: at a K split of
-        // 4, or without a split where a CTA is one window over at most kNoSplitMaxBlocks blocks and
-        // those CTAs cover at least kPairedNoSplitMinSmFraction of the SMs.
+        // 4; from 17 tokens at a split of 2 whose CTAs have more than one window; or without a split
+        // where a CTA is one window over at most kNoSplitMaxBlocks blocks (kWideNoSplitMaxBlocks up
+        // to 16 tokens) and those CTAs cover at least kPairedNoSplitMinSmFraction of the SMs.
+        const int no_split_blocks = plan.token_tiles <= 2 ? kWideNoSplitMaxBlocks : kNoSplitMaxBlocks;
         const bool paired_no_split = plan.k_split == 1 && plan.max_tiles_per_cta == kWindowTiles &&
-                                     plan.max_blocks_per_cta <= kNoSplitMaxBlocks &&
+                                     plan.max_blocks_per_cta <= no_split_blocks &&
                                      plan.row_groups >= kPairedNoSplitMinSmFraction * 132;
-        CHECK(!plan.pair || ((plan.k_split == 4 || paired_no_split) && plan.token_tiles >= 2 && plan.row_groups % 2 == 0),
+        const bool paired_split2 = plan.k_split == 2 && plan.token_tiles == 4 && plan.max_tiles_per_cta > kWindowTiles;
+        CHECK(!plan.pair || ((plan.k_split == 4 || paired_split2 || paired_no_split) && plan.token_tiles >= 2 &&
+                             plan.row_groups % 2 == 0),
               "paired plan N=%lld K=%lld M=%lld: k_split %d, row groups %d", N, K, M, plan.k_split, plan.row_groups);
         CHECK(layout.total == plan.smem_bytes && plan.smem_bytes <= 227 * 1024, "wgmma smem %lld", (long long)plan.smem_bytes);
         CHECK(same_layout(layout, plan.wgmma_layout), "the kernel reads the plan's layout");
@@ -631,8 +637,8 @@ static void check_measured_k_splits() {
 
 // The default's K split up to 16 tokens against the split-free plan and the split of 2 where a
 // 4-tile CTA holds a whole K row, measured on the H200: the points where one was faster in both
-// orders. Left wrong: 8192x2048 at 1 token (no split is faster; its CTAs hold 16 K blocks, beyond
-// the rule's 8). (From 9 tokens the split-free plan pairs: check_measured_pairing.)
+// orders. (From 9 tokens the split-free plan pairs: check_measured_pairing; the unpaired one lost
+// to the split of 2 on 8192x2048 at 16 tokens, whose default now pairs without a split.)
 static void check_measured_no_split() {
   const long long measured[][4] = {  // N, K, M, fastest measured k_split (of 1 and the default's 2)
       {8192, 1024, 1, 1}, {8192, 1024, 4, 1}, {8192, 1024, 8, 1},  {6144, 1024, 1, 1}, {6144, 1024, 4, 1},
@@ -641,7 +647,7 @@ static void check_measured_no_split() {
       {6144, 768, 8, 1},  {8192, 512, 4, 1},  {8192, 512, 8, 1},
       {2048, 1024, 8, 2}, {4096, 1536, 8, 2}, {4096, 1536, 16, 2}, {3072, 1536, 8, 2},
       {3072, 1536, 16, 2}, {2048, 2048, 1, 2}, {2048, 2048, 4, 2}, {2048, 2048, 8, 2},  {4096, 2048, 1, 2},
-      {4096, 2048, 4, 2},  {4096, 2048, 8, 2}, {8192, 2048, 16, 2}};
+      {4096, 2048, 4, 2},  {4096, 2048, 8, 2}, {8192, 2048, 1, 1}};
   check_default_k_splits(measured);
 }
 
@@ -651,10 +657,11 @@ static void check_measured_no_split() {
 // split of 2: faster with 96-128 CTAs (6144-8192 x 1024, 8192x512), slower with 48 or fewer
 // (3072-2048 x 1024, 4096x512 at 32 tokens); with 64 (4096x1024) faster back to back and level or
 // slower after a copy kernel in three of four runs, not listed. The paired split of 4 against the
-// split of 8 (its CTAs one window: 1536x4096, 1024x4096; of 5 tiles or more: 2048x7168). Left
-// wrong: 6144x1536 at 9-32 tokens and 8192x2048 at 9-16 (the split-free pairs are faster; their
-// CTAs hold 12 and 16 K blocks, beyond kNoSplitMaxBlocks) and 2048x4096 at 16 (the paired split of
-// 4 is 1.5 % faster; its CTAs have 5 tiles).
+// split of 8 (its CTAs one window: 1536x4096, 1024x4096; of 5 tiles or more: 2048x7168); the
+// split-free pairs against the split of 2 over 12 and 16 K blocks (6144x1536, 8192x2048 at 9-16).
+// Left wrong: 6144x1536 at 17-32 tokens (the split-free pairs were faster than the split of 2; the
+// default takes the paired split of 2, not compared with them on the H200) and 2048x4096 at 16 (the
+// paired split of 4 is 1.5 % faster; its CTAs have 5 tiles).
 static void check_measured_pairing() {
   const long long measured[][5] = {
       {8192, 1024, 9, 1, 1},  {8192, 1024, 16, 1, 1}, {8192, 1024, 20, 1, 1}, {8192, 1024, 32, 1, 1},
@@ -666,12 +673,40 @@ static void check_measured_pairing() {
       {4096, 512, 32, 2, 0},
       {1536, 4096, 25, 4, 1}, {1536, 4096, 28, 4, 1}, {1536, 4096, 32, 4, 1},
       {1024, 4096, 24, 4, 1}, {1024, 4096, 28, 4, 1}, {1024, 4096, 32, 4, 1},
-      {2048, 7168, 9, 8, 0},  {2048, 7168, 16, 8, 0}, {2048, 7168, 32, 8, 0}};
+      {2048, 7168, 9, 8, 0},  {2048, 7168, 16, 8, 0}, {2048, 7168, 32, 8, 0},
+      {6144, 1536, 9, 1, 1},  {6144, 1536, 16, 1, 1}, {8192, 2048, 9, 1, 1},  {8192, 2048, 16, 1, 1}};
   for (const auto& m : measured) {
     const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
     CHECK(plan.engine == GemmEngine::kWgmma && plan.k_split == m[3] && int(plan.pair) == m[4],
           "%lldx%lld M=%lld: k_split %d pair %d, measured fastest %lld pair %lld", m[0], m[1], m[2], plan.k_split,
           int(plan.pair), m[3], m[4]);
+  }
+}
+
+// The same comparisons on an H100 (its cluster residency is the H200's: the same 132-SM die), for
+// weights of 6144-8192 x 1536-3072 whose CTAs hold more than 8 K blocks without a split: the split
+// of 2 (the cost's choice), no split (paired from 9 tokens) and the paired split of 2, medians of 3
+// rounds after a copy kernel and back to back; {N, K, M, k_split, pair} of the fastest in both
+// orders. Left wrong (the split-free pairs as fast or faster than the paired split of 2): 7168x1536,
+// 6144x1536 and 8192x1536 at 17-32 tokens; not listed where no candidate was fastest in both orders.
+static void check_measured_on_h100() {
+  const long long measured[][5] = {
+      {7168, 2048, 1, 1, 0},  {7168, 2048, 4, 1, 0},  {7168, 2048, 8, 1, 0},  {8192, 2048, 1, 1, 0},
+      {8192, 2048, 8, 1, 0},  {6144, 2048, 1, 1, 0},  {6144, 2048, 8, 1, 0},  {7168, 1536, 1, 1, 0},
+      {7168, 1536, 8, 1, 0},  {8192, 1536, 1, 1, 0},  {8192, 1536, 8, 1, 0},  {6144, 1536, 1, 1, 0},
+      {6144, 1536, 4, 1, 0},
+      {7168, 2048, 9, 1, 1},  {7168, 2048, 16, 1, 1}, {7168, 1536, 9, 1, 1},  {7168, 1536, 16, 1, 1},
+      {6144, 1536, 9, 1, 1},  {6144, 1536, 16, 1, 1}, {6144, 2048, 9, 1, 1},  {8192, 2048, 9, 1, 1},
+      {8192, 2048, 16, 1, 1}, {8192, 1536, 9, 1, 1},  {8192, 1536, 16, 1, 1},
+      {7168, 2048, 17, 2, 1}, {7168, 2048, 24, 2, 1}, {7168, 2048, 32, 2, 1}, {6144, 2048, 17, 2, 1},
+      {6144, 2048, 24, 2, 1}, {6144, 2048, 32, 2, 1}, {8192, 2048, 24, 2, 1}, {8192, 2048, 32, 2, 1},
+      {7168, 2304, 17, 2, 1}, {7168, 2304, 24, 2, 1}, {7168, 2304, 32, 2, 1},
+      {4096, 2048, 9, 2, 0},  {4096, 2048, 16, 2, 0}, {7168, 3072, 24, 2, 0}, {7168, 3072, 32, 2, 0}};
+  for (const auto& m : measured) {
+    const GemmPlan plan = plan_wgmma_ring_gemm(m[0], m[1], m[2], false, 132, 227 * 1024, GemmConfig{}, h200::resident_clusters);
+    CHECK(plan.engine == GemmEngine::kWgmma && plan.k_split == m[3] && int(plan.pair) == m[4],
+          "%lldx%lld M=%lld: k_split %d pair %d, measured fastest on an H100 %lld pair %lld", m[0], m[1], m[2],
+          plan.k_split, int(plan.pair), m[3], m[4]);
   }
 }
 
@@ -1096,6 +1131,7 @@ int main(int argc, char** argv) {
   check_recorded_launches();
   check_measured_no_split();
   check_measured_pairing();
+  check_measured_on_h100();
   check_window_major_without_a_split();
   check_small_quotient();
   check_exchange_split();

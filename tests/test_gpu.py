@@ -287,7 +287,8 @@ def test_sm90_paired_activations(gpu, M, fmt):
     other by st.async) give the bits of the same K split without pairing (``pair_activations=off``),
     with bf16 and fp16 input and a bias; the paired instance is the kernel that ran, on every shape
     and K split where its plan fits (odd token counts split 7 / 6; K = 1152 splits 9 blocks 5 / 4).
-    The default plans pair: 5120x4096's at its split of 4, 8192x1024's without a split."""
+    The default plans pair: 5120x4096's at its split of 4, 8192x1024's without a split, 7168x2048's
+    without a split up to 16 tokens and at its split of 2 from 17."""
     _require_sm90()
     e8 = fmt == "e8m0"
     paired_runs = 0
@@ -297,7 +298,7 @@ def test_sm90_paired_activations(gpu, M, fmt):
     # bits, within the contract).
     shapes = (((5120, 4096), torch.bfloat16, (1, 2, 4)), ((2048, 2048), torch.float16, (1, 2, 4)),
               ((4096, 1152), torch.bfloat16, (1, 2, 4)), ((4096, 2048), torch.bfloat16, (1, 2, 4)),
-              ((8192, 1024), torch.bfloat16, (1,)))
+              ((8192, 1024), torch.bfloat16, (1,)), ((7168, 2048), torch.bfloat16, (1,)))
     for (n, k), dtype, k_splits in shapes:
         w, ws = rand_weight(n, k, 17), rand_wscale(n, k, e8, 17)
         x = rand_act((M, k), dtype, M + 17)
@@ -315,7 +316,7 @@ def test_sm90_paired_activations(gpu, M, fmt):
             assert not any(", true>" in name for name in names), "pair_activations=off paired"
             assert torch.equal(_bits(paired), _bits(plain)), f"paired and plain differ: N={n} K={k} k_split {k_split}"
             paired_runs += 1
-        if n in (5120, 8192):
+        if n in (5120, 8192, 7168):
             default, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
             assert ran_paired(names), f"{n}x{k}'s default did not pair"
             assert_gemm_contract(default, ref, f"default N={n} K={k} M={M}")
@@ -399,14 +400,17 @@ def test_sm90_default_engine_by_share(gpu, n, k, M, general):
                                                  (3072, 1024, 2, True), (6144, 768, 1, True), (4096, 1024, 16, False),
                                                  (8192, 1024, 24, True), (6144, 1024, 16, True),
                                                  (2048, 1024, 4, False), (4096, 2048, 1, False),
+                                                 (7168, 2048, 1, True), (8192, 2048, 8, True), (6144, 1536, 16, True),
+                                                 (7168, 3072, 1, False),
                                                  (17152, 1024, 17, True), (17152, 1024, 32, True)])
 def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_free):
     """sm_90: up to 8 tokens the default plan takes no K split where a 4-tile CTA holds
     a whole K row of at most 8 blocks and those CTAs cover at least 0.3 of the SMs (8192x1024,
     6144x1024, 4096x1024, 3072x1024, 6144x768); from 9 tokens it does so (with paired activations,
     the bits of no split) where such CTAs cover at least 0.7 of the SMs (8192x1024 at 24 tokens,
-    6144x1024 at 16); elsewhere (4096x1024 at 16 tokens: 64 CTAs; 2048x1024: 32; K = 2048) it keeps
-    its split of 2. 17152x1024 at 17-32 tokens takes no K split with CTAs of 9 tiles, which run
+    6144x1024 at 16); up to 16 tokens also over up to 16 blocks where they cover 0.7 of the SMs
+    (7168x2048, 8192x2048, 6144x1536); elsewhere (4096x1024 at 16 tokens: 64 CTAs; 2048x1024: 32;
+    4096x2048: 64 CTAs over 16 blocks; 7168x3072: 24 blocks) it keeps its split of 2. 17152x1024 at 17-32 tokens takes no K split with CTAs of 9 tiles, which run
     window-major (a warpgroup a window) and keep each tile's sum in the CTA: no cluster, no inbox
     barrier (the plan is pinned by tests/sm90_layout_check.cpp; its split of 2 is the general engine).
     On operands whose bits show the summation order, the default's bits are those of the forced

@@ -10,11 +10,13 @@ stress their index math: odd N (48, 272, 2112), both weight layouts and scale fo
 16, 24, 33 (1 to 4 token tiles and a second 32-token chunk), the general kernel with 3 staging stages,
 the wgmma ring kernel forced to K splits 2 and 4 (its async exchange), paired activations at 13-32
 tokens (K splits 1, 2 and 4; the split-free pairs are 8192x1024's default there), the register-fed
-kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), and shares too large for the
+kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), 7168x2048 (no K split over 16
+blocks up to 16 tokens, paired from 9; the paired split of 2 from 17), and shares too large for the
 4-warpgroup kernel in one wave, where the wgmma plan takes its co-resident variant (6144x4096 and
 4096x12288: a refilled ring and the direct exchange), its whole-shared-memory instance (12288x4096
-and 4096x12288 at 13-16 tokens) or, at 24-32 tokens, its 4-warpgroup kernel over two or three waves. The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096,
-272x1024 and 4096x1024 at M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's
+and 4096x12288 at 13-16 tokens) or, at 24-32 tokens, its 4-warpgroup kernel over two or three waves.
+The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and
+4096x1024 at M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's
 exit code is the verdict.
 """
 
@@ -26,7 +28,7 @@ import sglang_fp8ext as fx
 
 dev = torch.device("cuda")
 gen = torch.Generator().manual_seed(3)
-SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024), (4096, 1024))
+SHAPES = ((48, 256), (2112, 7168), (5120, 4096), (272, 1024), (4096, 1024), (7168, 2048))
 MS = (1, 13, 16, 24, 33)
 if '--quick' in sys.argv:  # racecheck is slow: three shapes, three M
     SHAPES, MS = ((5120, 4096), (272, 1024), (4096, 1024)), (1, 16, 24)

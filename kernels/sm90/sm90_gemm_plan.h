@@ -110,6 +110,9 @@ constexpr double kNoSplitMinSmFraction = 0.3;
 // 48 CTAs) the split of 2, whose grid has twice the CTAs, was measured as fast or faster after a
 // copy kernel.
 constexpr double kPairedNoSplitMinSmFraction = 0.7;
+// Up to 16 tokens, CTAs covering at least kPairedNoSplitMinSmFraction of the SMs go without a K
+// split (paired from 9 tokens) over up to this many K blocks.
+constexpr int kWideNoSplitMaxBlocks = 16;
 constexpr double kActivationByteWeight32 = 3.0;
 constexpr double kWindowReadWeight32 = 0.3;
 constexpr double kShortSliceBlockCost32 = 2 * kShortSliceBlockCost;
@@ -355,6 +358,11 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   //    after a copy kernel and back to back, on 8192x1024, 7168x1024, 6144x1024 and 8192x512
   //    (96-128 CTAs); with 64 CTAs or fewer as fast or slower after a copy kernel (4096x1024,
   //    4096x512, 3072x1024, 2560x1024, 2048x1024).
+  //  * Up to 16 tokens (paired from 9), one wave of CTAs covering kPairedNoSplitMinSmFraction of
+  //    the SMs, over up to kWideNoSplitMaxBlocks blocks: measured faster than the split of 2 on an
+  //    H100 on 6144-8192 x 1536-2048 (96-128 CTAs); over 18 or 24 blocks (7168x2304, 7168x3072)
+  //    level or slower, and from 17 tokens slower on K = 2048 (the paired split of 2, below, is
+  //    faster there).
   const bool paired_whole_k = token_tiles >= 2;
   if (best.engine == GemmEngine::kWgmma && !co_resident && config.k_split == 0 && best.k_split > 1 &&
       (!paired_whole_k || config.pair_activations != Toggle::kOff)) {
@@ -364,8 +372,11 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     const GemmPlan whole =
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, whole_k, max_clusters, variant, waves);
     const double min_sm_fraction = paired_whole_k ? kPairedNoSplitMinSmFraction : kNoSplitMinSmFraction;
+    const bool wide = waves == 1 && token_tiles <= 2 && whole.max_blocks_per_cta <= kWideNoSplitMaxBlocks &&
+                      double(whole.row_groups) >= kPairedNoSplitMinSmFraction * num_sms;
     if (whole.engine == GemmEngine::kWgmma && whole.max_tiles_per_cta == kWindowTiles &&
-        whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= min_sm_fraction * num_sms)
+        ((whole.max_blocks_per_cta <= kNoSplitMaxBlocks && double(whole.row_groups) >= min_sm_fraction * num_sms) ||
+         wide))
       return whole;
   }
   // Paired activations by default from 9 tokens (the same bits): where the plan took a K split of 4
@@ -386,6 +397,20 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
     if (paired.engine == GemmEngine::kWgmma &&
         (replace_split8 ? paired.max_tiles_per_cta == kWindowTiles
                         : 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta))
+      return paired;
+  }
+  // From 17 tokens, the paired split of 2 (clusters of 4) in place of the unpaired one where its
+  // CTAs have more than one window and the pairs fit one wave with at most 1.25x their tiles:
+  // measured faster on an H100 on 6144-8192 x 1536-2304 (2-12 % after a copy kernel). Not where the
+  // CTAs are one window (4096x2048, 4096x1024: the pairs' 5 tiles against 4 were slower).
+  if (best.engine == GemmEngine::kWgmma && waves == 1 && best.k_split == 2 && !pair && !co_resident &&
+      token_tiles > 2 && best.max_tiles_per_cta > kWindowTiles && config.pair_activations != Toggle::kOff) {
+    GemmConfig paired_config = config;
+    paired_config.k_split = 2;
+    paired_config.pair_activations = Toggle::kOn;
+    const GemmPlan paired =
+        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters, variant, waves);
+    if (paired.engine == GemmEngine::kWgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta)
       return paired;
   }
   return best;
