@@ -500,8 +500,8 @@ GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequa
         auto residency = [&](int cluster, int64_t smem) -> int64_t {
           return max_clusters(GemmEngine::kWgmma, token_tiles, cluster, threads, smem);
         };
-        const int first_waves = v == WgmmaVariant::kWaves ? 2 : 1, last_waves = v == WgmmaVariant::kWaves ? kMaxWaves : 1;
-        for (int waves = first_waves; waves <= last_waves; ++waves) {
+        const bool several = v == WgmmaVariant::kWaves;
+        for (int waves = several ? 2 : 1; waves <= (several ? kMaxWaves : 1); ++waves) {
           const GemmPlan plan = plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, wc, residency, v, waves);
           if (plan.cost >= 0 && maps_ok(plan.max_tiles_per_cta * kTileRows, plan.chunk_blocks)) return plan;
         }
