@@ -243,9 +243,10 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // Paired activations: two row groups of a K slice share their quantized activations, so their
   // clusters hold k_split x 2 CTAs; `resident_groups` counts row groups of k_split CTAs that fit.
   const bool pair = config.pair_activations == Toggle::kOn && !co_resident && token_tiles >= 2;
-  auto resident_groups = [&](int s, int64_t smem) -> int64_t {
-    return waves * (pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem)));
+  auto wave_groups = [&](int s, int64_t smem) -> int64_t {  // in one resident wave
+    return pair ? 2 * int64_t(max_clusters(2 * s, smem)) : int64_t(max_clusters(s, smem));
   };
+  auto resident_groups = [&](int s, int64_t smem) -> int64_t { return waves * wave_groups(s, smem); };
   const bool whole_smem = variant == WgmmaVariant::kWholeSmem;
   const int64_t smem_cap = co_resident && !whole_smem && kCoResidentSmem < max_smem ? kCoResidentSmem : max_smem;
   const int max_tiles = kWindowTiles * wgmma_max_windows(token_tiles, warpgroups);
@@ -315,7 +316,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
             : 0;
     // Several waves: an SM runs its CTAs one after another, so the busiest SM's cost is a CTA's
     // times the waves the grid takes.
-    const int64_t per_wave = resident_groups(S, smem_for(tiles)) / waves;
+    const int64_t per_wave = wave_groups(S, smem_for(tiles));
     const int64_t used_waves = waves > 1 && per_wave > 0 ? ceil_div(groups, per_wave) : 1;
     const double cost = double(used_waves) * (double(tiles) * double(blocks) * 2048 + window_cost +
                                               (n32 ? kActivationByteWeight32 : kActivationByteWeight) *
@@ -385,32 +386,25 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   // both hold 30 row groups). And in place of a split of 8 where the paired split of 4 has CTAs of
   // one window: measured faster on 1536x4096 at 25-32 tokens and 1024x4096 at 24-32; where its
   // CTAs had more tiles (2560x4096, 2048x4096, 2112x7168, 2048x7168) the split of 8 was level or
-  // faster (docs/design/sm90.md). The split of 2 in clusters of 4 was measured slower on 4096x2048.
+  // faster (docs/design/sm90.md). From 17 tokens also the paired split of 2 (clusters of 4) in place
+  // of the unpaired one where its CTAs have more than one window and the pairs fit one wave with at
+  // most 1.25x their tiles: measured faster on an H100 on 6144-8192 x 1536-2304 (2-12 % after a
+  // copy kernel); not where the CTAs are one window (4096x2048, 4096x1024: the pairs' 5 tiles
+  // against 4 were slower).
   const bool replace_split8 = best.k_split == 8 && config.k_split == 0;
-  if (best.engine == GemmEngine::kWgmma && (best.k_split == 4 || replace_split8) && !pair && !co_resident &&
-      token_tiles >= 2 && config.pair_activations != Toggle::kOff) {
+  const bool pair_split4 = (best.k_split == 4 || replace_split8) && token_tiles >= 2;
+  const bool pair_split2 =
+      waves == 1 && best.k_split == 2 && token_tiles > 2 && best.max_tiles_per_cta > kWindowTiles;
+  if (best.engine == GemmEngine::kWgmma && (pair_split4 || pair_split2) && !pair && !co_resident &&
+      config.pair_activations != Toggle::kOff) {
     GemmConfig paired_config = config;
-    paired_config.k_split = 4;
+    paired_config.k_split = pair_split4 ? 4 : 2;
     paired_config.pair_activations = Toggle::kOn;
     const GemmPlan paired =
         plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters, variant, waves);
     if (paired.engine == GemmEngine::kWgmma &&
         (replace_split8 ? paired.max_tiles_per_cta == kWindowTiles
                         : 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta))
-      return paired;
-  }
-  // From 17 tokens, the paired split of 2 (clusters of 4) in place of the unpaired one where its
-  // CTAs have more than one window and the pairs fit one wave with at most 1.25x their tiles:
-  // measured faster on an H100 on 6144-8192 x 1536-2304 (2-12 % after a copy kernel). Not where the
-  // CTAs are one window (4096x2048, 4096x1024: the pairs' 5 tiles against 4 were slower).
-  if (best.engine == GemmEngine::kWgmma && waves == 1 && best.k_split == 2 && !pair && !co_resident &&
-      token_tiles > 2 && best.max_tiles_per_cta > kWindowTiles && config.pair_activations != Toggle::kOff) {
-    GemmConfig paired_config = config;
-    paired_config.k_split = 2;
-    paired_config.pair_activations = Toggle::kOn;
-    const GemmPlan paired =
-        plan_wgmma_ring_gemm(N, K, M, shuffled, num_sms, max_smem, paired_config, max_clusters, variant, waves);
-    if (paired.engine == GemmEngine::kWgmma && 4 * paired.max_tiles_per_cta <= 5 * best.max_tiles_per_cta)
       return paired;
   }
   return best;
