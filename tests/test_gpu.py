@@ -410,7 +410,8 @@ def test_sm90_default_without_a_k_split_where_the_rule_says(gpu, n, k, M, split_
     the bits of no split) where such CTAs cover at least 0.7 of the SMs (8192x1024 at 24 tokens,
     6144x1024 at 16); up to 16 tokens also over up to 16 blocks where they cover 0.7 of the SMs
     (7168x2048, 8192x2048, 6144x1536); elsewhere (4096x1024 at 16 tokens: 64 CTAs; 2048x1024: 32;
-    4096x2048: 64 CTAs over 16 blocks; 7168x3072: 24 blocks) it keeps its split of 2. 17152x1024 at 17-32 tokens takes no K split with CTAs of 9 tiles, which run
+    4096x2048: 64 CTAs over 16 blocks; 7168x3072: 24 blocks) it keeps its split of 2. 17152x1024
+    at 17-32 tokens takes no K split with CTAs of 9 tiles, which run
     window-major (a warpgroup a window) and keep each tile's sum in the CTA: no cluster, no inbox
     barrier (the plan is pinned by tests/sm90_layout_check.cpp; its split of 2 is the general engine).
     On operands whose bits show the summation order, the default's bits are those of the forced

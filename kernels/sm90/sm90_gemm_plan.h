@@ -227,6 +227,10 @@ inline int wgmma_token_tiles(int64_t M) {
 // tokens and slower than the co-resident variant up to 16, which keeps those (docs/design/sm90.md).
 // No config selects a variant: each is the plan's answer to the share's size.
 enum class WgmmaVariant { kFourWarpgroups, kCoResident, kWholeSmem, kWaves };
+// The variants that run the 2-warpgroup instance (kCoResidentWarpGroups), up to 16 tokens.
+constexpr bool two_warpgroup_variant(WgmmaVariant v) {
+  return v == WgmmaVariant::kCoResident || v == WgmmaVariant::kWholeSmem;
+}
 constexpr int kMaxWaves = 8;
 
 template <typename MaxClusters>
@@ -236,7 +240,7 @@ GemmPlan plan_wgmma_ring_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, in
   GemmPlan best;
   if (shuffled || M > kMaxWgmmaTokenTiles * 8) return best;
   const int token_tiles = wgmma_token_tiles(M);
-  const bool co_resident = variant == WgmmaVariant::kCoResident || variant == WgmmaVariant::kWholeSmem;
+  const bool co_resident = two_warpgroup_variant(variant);
   if (co_resident && token_tiles > 2) return best;  // 32 tokens: the activations leave no room
   if ((variant == WgmmaVariant::kWaves) != (waves > 1)) return best;  // several waves: that variant only
   const int warpgroups = co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups;
@@ -488,7 +492,7 @@ GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequa
       const int token_tiles = wgmma_token_tiles(M);
       for (WgmmaVariant v : {WgmmaVariant::kFourWarpgroups, WgmmaVariant::kCoResident, WgmmaVariant::kWholeSmem,
                              WgmmaVariant::kWaves}) {
-        const bool co_resident = v == WgmmaVariant::kCoResident || v == WgmmaVariant::kWholeSmem;
+        const bool co_resident = two_warpgroup_variant(v);
         if (co_resident && token_tiles > 2) continue;  // 17-32 tokens: 4 warpgroups only
         const int threads = (co_resident ? kCoResidentWarpGroups : kWgmmaWarpGroups) * 128;
         auto residency = [&](int cluster, int64_t smem) -> int64_t {
