@@ -127,6 +127,7 @@ static void check_activation_smem() {
 }
 
 static int max_clusters(int, long long) { return 1 << 20; }
+static int general_clusters(int, int, long long) { return 1 << 20; }  // plan_general_gemm's (token tiles first)
 
 // The staging ring: every (stage, piece, thread) 16-byte slot and every scale word is distinct,
 // aligned and inside its stage; a warp's pieces are one contiguous 512-byte run (no bank
@@ -159,29 +160,75 @@ static void check_staging() {
   }
 }
 
-// The kernel's balanced partitions (tile_begin/tile_end per group, kb ranges per rank, units per
-// warp) cover every (tile, block) of the weight exactly once, and the plan fits shared memory.
+// A general plan's balanced partitions (tile_begin/tile_end per group, kb ranges per rank, units per
+// warp) cover every (tile, block) of the weight exactly once, its chunks cover the tokens, and it
+// fits shared memory.
+static void check_general_partition(const GemmPlan& plan, long long N, long long K, long long M) {
+  const long long T = N / 16, KB = K / 128;
+  CHECK(plan.smem_bytes <= 227 * 1024, "smem %lld", (long long)plan.smem_bytes);
+  CHECK(plan.k_split >= 1 && plan.k_split <= 8 && plan.k_split <= KB, "k_split %d", plan.k_split);
+  CHECK(plan.warps_k * plan.warps_t == 8, "warps %d x %d", plan.warps_k, plan.warps_t);
+  CHECK(plan.row_groups >= 1 && plan.row_groups <= kMaxGridRows, "row groups %d", plan.row_groups);
+  CHECK(plan.token_tiles >= 1 && plan.token_tiles <= token_tiles_for(M), "token tiles %d", plan.token_tiles);
+  CHECK(plan.chunks == (M + 8 * plan.token_tiles - 1) / (8 * plan.token_tiles), "chunks %d of %d token tiles",
+        plan.chunks, plan.token_tiles);
+  const GemmSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.warps_k,
+                              plan.k_split, plan.smem_stages);
+  CHECK(layout.total == plan.smem_bytes, "smem %lld != layout %lld", (long long)plan.smem_bytes,
+        (long long)layout.total);
+  CHECK(plan.engine == GemmEngine::kGeneral, "general plan's engine");
+  std::vector<int> hits(T * KB, 0);
+  for (int group = 0; group < plan.row_groups; ++group) {
+    const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
+    // max_tiles_per_cta or one fewer: the two reciprocals the launcher passes (exchange_split)
+    CHECK(t1 - t0 == plan.max_tiles_per_cta || t1 - t0 == plan.max_tiles_per_cta - 1, "tiles per CTA %lld, max %d",
+          t1 - t0, plan.max_tiles_per_cta);
+    for (int rank = 0; rank < plan.k_split; ++rank) {
+      const long long kb0 = rank * KB / plan.k_split, kb1 = (rank + 1) * KB / plan.k_split;
+      CHECK(kb1 - kb0 <= plan.max_blocks_per_cta, "blocks per CTA %lld > %d", kb1 - kb0, plan.max_blocks_per_cta);
+      const long long ntiles = t1 - t0, nblocks = kb1 - kb0;
+      for (int warp = 0; warp < 8; ++warp) {
+        const int wk = warp % plan.warps_k, wt = warp / plan.warps_k;
+        const long long my_tiles = ntiles > wt ? (ntiles - wt + plan.warps_t - 1) / plan.warps_t : 0;
+        const long long my_blocks = nblocks > wk ? (nblocks - wk + plan.warps_k - 1) / plan.warps_k : 0;
+        for (long long u = 0; u < my_tiles * my_blocks; ++u) {
+          const long long tile = t0 + wt + (u / my_blocks) * plan.warps_t;
+          const long long kb = kb0 + wk + (u % my_blocks) * plan.warps_k;
+          CHECK(tile < t1 && kb < kb1, "unit outside the CTA's range");
+          ++hits[tile * KB + kb];
+        }
+      }
+    }
+    // Epilogue ownership: the ranks' owned ranges partition the group's tiles.
+    long long owned = 0;
+    for (int rank = 0; rank < plan.k_split; ++rank)
+      owned += (rank + 1) * (t1 - t0) / plan.k_split - rank * (t1 - t0) / plan.k_split;
+    CHECK(owned == t1 - t0, "owned tiles %lld != %lld", owned, t1 - t0);
+  }
+  long long bad = 0;
+  for (int h : hits) bad += h != 1;
+  CHECK(bad == 0, "N=%lld K=%lld M=%lld: %lld (tile, block) units not covered exactly once", N, K, M, bad);
+}
+
+// The general plans of shapes one wave holds: one wave of chunks of up to 32 tokens, staging within
+// its budget.
 static void check_plans() {
   const long long shapes[][2] = {{5120, 4096}, {4608, 4096}, {4096, 2048}, {8192, 1024}, {4096, 1024},
                                  {1536, 4096}, {2112, 7168}, {16, 128}, {48, 256}, {272, 1024}};
   for (const auto& s : shapes) {
-    const long long N = s[0], K = s[1], T = N / 16, KB = K / 128;
+    const long long N = s[0], K = s[1];
     for (long long M : {1LL, 4LL, 8LL, 13LL, 16LL, 32LL, 33LL, 100LL}) {
-      const GemmPlan plan = plan_general_gemm(N, K, M, 132, 227 * 1024, GemmConfig{}, max_clusters);
+      const GemmPlan plan = plan_general_gemm(N, K, M, 132, 227 * 1024, GemmConfig{}, general_clusters);
       CHECK(plan.cost >= 0, "no plan for N=%lld K=%lld M=%lld", N, K, M);
       if (plan.cost < 0) continue;
-      CHECK(plan.smem_bytes <= 227 * 1024, "smem %lld", (long long)plan.smem_bytes);
-      CHECK(plan.k_split >= 1 && plan.k_split <= 8 && plan.k_split <= KB, "k_split %d", plan.k_split);
-      CHECK(plan.warps_k * plan.warps_t == 8, "warps %d x %d", plan.warps_k, plan.warps_t);
+      check_general_partition(plan, N, K, M);
       CHECK(plan.row_groups * plan.k_split <= 132, "grid %d x %d exceeds one wave", plan.row_groups, plan.k_split);
-      CHECK(plan.chunks == (M + 31) / 32, "chunks %d", plan.chunks);
+      CHECK(plan.token_tiles == token_tiles_for(M), "token tiles %d at M=%lld", plan.token_tiles, M);
       // Staging ring: within bounds, after every other region, and never at the cost of the
       // second CTA per SM.
       const GemmSmemLayout layout(plan.max_blocks_per_cta, plan.token_tiles, plan.max_tiles_per_cta, plan.warps_k,
                                   plan.k_split, plan.smem_stages);
       CHECK(plan.smem_stages >= 0 && plan.smem_stages <= kMaxStages, "stages %d", plan.smem_stages);
-      CHECK(layout.total == plan.smem_bytes, "smem %lld != layout %lld", (long long)plan.smem_bytes,
-            (long long)layout.total);
       CHECK(plan.smem_stages == 0 || plan.smem_bytes <= kSmemBudget, "staging pushed smem to %lld",
             (long long)plan.smem_bytes);
       CHECK(layout.ring_offset % 16 == 0, "ring offset %lld not 16-byte aligned", (long long)layout.ring_offset);
@@ -194,46 +241,14 @@ static void check_plans() {
       // Instances of more token tiles are compiled without the staging code.
       CHECK(plan.token_tiles <= kMaxStagedTokenTiles || plan.smem_stages == 0, "%d token tiles staged",
             plan.token_tiles);
-      CHECK(plan.engine == GemmEngine::kGeneral, "general plan's engine");
       // config.staging_stages: more stages where the budget leaves room, never a different partition
       GemmConfig staged{};
       staged.staging_stages = kMaxStages;
-      const GemmPlan more = plan_general_gemm(N, K, M, 132, 227 * 1024, staged, max_clusters);
+      const GemmPlan more = plan_general_gemm(N, K, M, 132, 227 * 1024, staged, general_clusters);
       CHECK(more.smem_stages >= plan.smem_stages && more.smem_stages <= kMaxStages && more.k_split == plan.k_split &&
                 more.warps_k == plan.warps_k && more.max_tiles_per_cta == plan.max_tiles_per_cta &&
                 (more.smem_stages == 0 || more.smem_bytes <= kSmemBudget),
             "staging_stages must only add stages");
-      std::vector<int> hits(T * KB, 0);
-      for (int group = 0; group < plan.row_groups; ++group) {
-        const long long t0 = group * T / plan.row_groups, t1 = (group + 1) * T / plan.row_groups;
-        // max_tiles_per_cta or one fewer: the two reciprocals the launcher passes (exchange_split)
-        CHECK(t1 - t0 == plan.max_tiles_per_cta || t1 - t0 == plan.max_tiles_per_cta - 1, "tiles per CTA %lld, max %d",
-              t1 - t0, plan.max_tiles_per_cta);
-        for (int rank = 0; rank < plan.k_split; ++rank) {
-          const long long kb0 = rank * KB / plan.k_split, kb1 = (rank + 1) * KB / plan.k_split;
-          CHECK(kb1 - kb0 <= plan.max_blocks_per_cta, "blocks per CTA %lld > %d", kb1 - kb0, plan.max_blocks_per_cta);
-          const long long ntiles = t1 - t0, nblocks = kb1 - kb0;
-          for (int warp = 0; warp < 8; ++warp) {
-            const int wk = warp % plan.warps_k, wt = warp / plan.warps_k;
-            const long long my_tiles = ntiles > wt ? (ntiles - wt + plan.warps_t - 1) / plan.warps_t : 0;
-            const long long my_blocks = nblocks > wk ? (nblocks - wk + plan.warps_k - 1) / plan.warps_k : 0;
-            for (long long u = 0; u < my_tiles * my_blocks; ++u) {
-              const long long tile = t0 + wt + (u / my_blocks) * plan.warps_t;
-              const long long kb = kb0 + wk + (u % my_blocks) * plan.warps_k;
-              CHECK(tile < t1 && kb < kb1, "unit outside the CTA's range");
-              ++hits[tile * KB + kb];
-            }
-          }
-          // Epilogue ownership: the ranks' owned ranges partition the group's tiles.
-        }
-        long long owned = 0;
-        for (int rank = 0; rank < plan.k_split; ++rank)
-          owned += (rank + 1) * (t1 - t0) / plan.k_split - rank * (t1 - t0) / plan.k_split;
-        CHECK(owned == t1 - t0, "owned tiles %lld != %lld", owned, t1 - t0);
-      }
-      long long bad = 0;
-      for (int h : hits) bad += h != 1;
-      CHECK(bad == 0, "N=%lld K=%lld M=%lld: %lld (tile, block) units not covered exactly once", N, K, M, bad);
     }
   }
 }
@@ -1037,6 +1052,41 @@ static void check_several_waves(bool print) {
         co_resident_plans, waves_plans, beyond);
 }
 
+// Shares no plan holds in one resident wave: the general kernel over several waves, and over chunks
+// of fewer tokens where a CTA of one tile leaves a 32-token chunk's activations no room; every
+// (tile, block) still covered once (check_general_partition). The five points test_gpu.py runs
+// take the path its docstring names; every weight up to 131072 rows and K 98304 has a plan, fused
+// or pre-quantized, at every token count.
+static void check_general_beyond_one_wave() {
+  struct Point { long long N, K, M; bool several_waves; int token_tiles; };
+  const Point gpu_test_points[] = {{1024, 25600, 32, true, 4}, {1024, 25600, 33, true, 4}, {2048, 53248, 16, true, 2},
+                                   {1024, 26624, 40, false, 3}, {1024, 40960, 17, false, 2}};
+  for (const Point& t : gpu_test_points)
+    for (bool prequant : {false, true}) {
+      const GemmPlan p = choose_h200(t.N, t.K, t.M, false, GemmConfig{}, prequant);
+      CHECK(p.cost >= 0 && p.engine == GemmEngine::kGeneral, "%lldx%lld M=%lld: the general engine", t.N, t.K, t.M);
+      if (p.cost < 0) continue;
+      check_general_partition(p, t.N, t.K, t.M);
+      const long long resident = h200::resident_clusters(p.k_split, p.smem_bytes);
+      CHECK((p.row_groups > resident) == t.several_waves && p.token_tiles == t.token_tiles,
+            "%lldx%lld M=%lld: %d row groups, %lld resident, %d token tiles", t.N, t.K, t.M, p.row_groups, resident,
+            p.token_tiles);
+    }
+  int several = 0, fewer = 0;
+  for (long long N : {1024LL, 4096LL, 16384LL, 51200LL, 131072LL})
+    for (long long K : {1024LL, 7168LL, 16384LL, 25600LL, 36864LL, 65536LL, 98304LL})
+      for (long long M : {1LL, 8LL, 16LL, 17LL, 24LL, 32LL, 33LL, 64LL, 200LL})
+        for (bool prequant : {false, true}) {
+          const GemmPlan p = choose_h200(N, K, M, false, GemmConfig{}, prequant);
+          CHECK(p.cost >= 0, "%lldx%lld M=%lld prequant=%d: no plan", N, K, M, int(prequant));
+          if (p.cost < 0 || p.engine != GemmEngine::kGeneral) continue;
+          if (N * K <= 64LL << 20) check_general_partition(p, N, K, M);  // (the coverage walk is per unit)
+          several += p.row_groups > h200::resident_clusters(p.k_split, p.smem_bytes);
+          fewer += p.token_tiles < token_tiles_for(M);
+        }
+  CHECK(several > 0 && fewer > 0, "several waves %d, fewer token tiles %d", several, fewer);
+}
+
 // For every SPEC §6 shape, M = 1..33 and both layouts: the default config gives the wgmma ring
 // kernel (its 4-warpgroup variant) for plain weights up to 32 tokens and the general kernel for
 // shuffled weights and from 33 tokens; engine register_fed gives that kernel where it applies (K a
@@ -1123,6 +1173,7 @@ int main(int argc, char** argv) {
   check_k_permutation();
   check_activation_smem();
   check_plans();
+  check_general_beyond_one_wave();
   check_staging();
   check_wgmma_ring();
   check_own_inbox();

@@ -346,6 +346,34 @@ def test_sm90_large_share_keeps_the_wgmma_engine(gpu, n, k, M, fmt):
     assert torch.equal(_bits(out), _bits(forced)), "the default is not the wgmma engine"
 
 
+@pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
+@pytest.mark.parametrize("n, k, M", [(1024, 25600, 32), (1024, 25600, 33), (2048, 53248, 16), (1024, 26624, 40),
+                                     (1024, 40960, 17)])
+def test_sm90_general_engine_beyond_one_wave(gpu, n, k, M, fmt):
+    """sm_90: where no plan holds a CTA's share in one resident wave, the general engine runs over
+    several waves (1024x25600 at 32-33 tokens, 2048x53248 at 16), and where even a CTA of one tile
+    leaves a 32-token chunk's activations no room in shared memory, over chunks of fewer tokens
+    (1024x26624 at 40: 24 + 16 tokens; 1024x40960 at 17: 16 + 1); tests/sm90_layout_check.cpp pins
+    these plans. The fused op, scaled_gemm and fp8_block_linear meet the §3.4 contract there (fp16
+    activations and bias too), and the fused op launches the general kernel."""
+    _require_sm90()
+    e8 = fmt == "e8m0"
+    w, ws = rand_weight(n, k, 5), rand_wscale(n, k, e8, 5)
+    wd, wsd = w.to(gpu), ws.to(gpu)
+    for dt in (torch.bfloat16, torch.float16):
+        x = rand_act((M, k), dt, M + 5)
+        bias = torch.randn(n, generator=torch.Generator().manual_seed(M)).to(dt)
+        ref = smallm_ref(x, w, ws, bias)
+        xd, bd = x.to(gpu), bias.to(gpu)
+        out, names = run_and_kernel_names(lambda: fx.smallm_gemm(xd, wd, wsd, False, bd))
+        assert any("general_gemm_sm90" in name for name in names), names
+        assert out.dtype == dt
+        assert_gemm_contract(out, ref, f"fused N={n} K={k} M={M} {dt}")
+        q, s = fx.per1x128_quant(xd, e8)
+        assert_gemm_contract(fx.scaled_gemm(q, s, wd, wsd, False, dt, bd), ref, f"scaled_gemm N={n} K={k} M={M} {dt}")
+        assert_gemm_contract(fx.fp8_block_linear(xd, wd, wsd, bias=bd), ref, f"fp8_block_linear N={n} K={k} M={M} {dt}")
+
+
 def order_revealing_operands(n, k, M, seed):
     """Operands whose first 16 outputs show the order in which a kernel sums its K blocks: in
     weight rows 0-15 every K block holds the same e4m3 values, with the sign alternating from

@@ -14,7 +14,9 @@ kernel (K a multiple of 1024), 4096x1024 (no K split at few tokens), 7168x2048 (
 blocks up to 16 tokens, paired from 9; the paired split of 2 from 17), and shares too large for the
 4-warpgroup kernel in one wave, where the wgmma plan takes its co-resident variant (6144x4096 and
 4096x12288: a refilled ring and the direct exchange), its whole-shared-memory instance (12288x4096
-and 4096x12288 at 13-16 tokens) or, at 24-32 tokens, its 4-warpgroup kernel over two or three waves.
+and 4096x12288 at 13-16 tokens) or, at 24-32 tokens, its 4-warpgroup kernel over two or three waves;
+and shares no plan holds in one wave, where the general kernel runs over several waves (1024x25600
+at 33 tokens) or over chunks of fewer tokens (1024x40960 at 17: 16 + 1).
 The quant and RMSNorm ops run on every K. --quick (racecheck is slow): 5120x4096, 272x1024 and
 4096x1024 at M = 1, 16 and 24. Prints "sanitize sweep done" at the end; the sanitizer's
 exit code is the verdict.
@@ -86,5 +88,15 @@ if '--quick' not in sys.argv:  # shares one wave of the 4-warpgroup kernel canno
         for m in (1, 13, 16, 24, 32):
             x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
             fx.smallm_gemm(x, w, ws, False, None)
+    # shares no plan holds in one wave: the general kernel over several waves, and over chunks of
+    # fewer tokens where a CTA of one tile leaves a 32-token chunk's activations no room
+    for n, k, m in ((1024, 25600, 33), (1024, 40960, 17)):
+        w = (torch.randn(n, k, generator=gen) * 0.5).to(torch.float8_e4m3fn).to(dev)
+        ws = (torch.rand(n // 128, k // 128, generator=gen) * 1e-2 + 1e-3).to(dev)
+        x = torch.randn(m, k, generator=gen).to(torch.bfloat16).to(dev)
+        bias = torch.randn(n, generator=gen).to(torch.bfloat16).to(dev)
+        fx.smallm_gemm(x, w, ws, False, bias)
+        q, s = fx.per1x128_quant(x, False)
+        fx.scaled_gemm(q, s, w, ws, False, torch.bfloat16, bias)
 torch.cuda.synchronize()
 print("sanitize sweep done")

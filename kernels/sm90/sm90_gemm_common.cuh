@@ -22,7 +22,6 @@ namespace sgl_fp8::sm90 {
 
 constexpr int kGemmWarps = 8;
 constexpr int kGemmThreads = kGemmWarps * 32;
-constexpr int kTokensPerTile = 8;
 // Activation loads in flight per lane in the prologue: 16 half-warps x 8 = 128 groups per L2
 // round trip (kGroupsPerRoundTrip in the plan).
 constexpr int kActivationBatch = 8;

@@ -13,6 +13,7 @@ namespace sgl_fp8::sm90 {
 
 constexpr int kTileRows = 16;  // weight rows per MMA (its M)
 constexpr int kBlockK = 128;   // K per block scale (one work unit)
+constexpr int kTokensPerTile = 8;  // tokens per MMA token tile (its N)
 
 // ---- weight (operand A) --------------------------------------------------------------------
 // A unit is one 16-row tile x one 128-wide K block (2 KB). Lane (g = lane/4, q = lane%4) loads

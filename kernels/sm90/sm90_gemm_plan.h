@@ -31,7 +31,7 @@ struct GemmPlan {
   int row_groups = 1;  // clusters along N (grid.y)
   int warps_k = 8, warps_t = 1;
   int token_tiles = 1;  // 8-token MMA tiles per launch chunk (1..4)
-  int chunks = 1;       // 32-token chunks (grid.z): M > 32 re-streams the weight per chunk
+  int chunks = 1;       // chunks of token_tiles x 8 tokens (grid.z), each re-streaming the weight
   int max_tiles_per_cta = 1, max_blocks_per_cta = 1;
   int smem_stages = 0;  // general kernel: weight units per thread staged in shared memory (cp.async),
                         // beyond registers
@@ -118,6 +118,7 @@ constexpr double kWindowReadWeight32 = 0.3;
 constexpr double kShortSliceBlockCost32 = 2 * kShortSliceBlockCost;
 constexpr int64_t kSmemBudget = 110 * 1024;
 constexpr int kDefaultStages = 1;  // two CTAs per SM (228 KB, 1 KB reserved each)
+constexpr int64_t kMaxGridRows = 65535;  // grid.y: the row groups of one launch
 
 inline int token_tiles_for(int64_t M) { return M >= 32 ? 4 : int(ceil_div(M < 1 ? 1 : M, 8)); }
 
@@ -143,13 +144,20 @@ bool fit_one_wave(int64_t T, int S, int64_t& groups, int64_t& tiles, Fits&& fits
   return true;
 }
 
+// The general kernel's partitions for chunks of `token_tiles` x 8 tokens: one resident wave
+// (fit_one_wave); with `several_waves`, where one wave cannot hold a candidate's tiles in shared
+// memory, as many row groups as the tiles a CTA can hold need, over several waves (no CTA waits on
+// another cluster, so an SM runs a later wave's CTA as an earlier one ends); the cost counts the
+// waves the busiest SM runs. plan_general_gemm asks for several waves only where no candidate
+// fits one.
 template <typename MaxClusters>
-GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t max_smem,
-                                const GemmConfig& config, MaxClusters&& max_clusters) {
+GemmPlan plan_general_partition(int64_t N, int64_t K, int64_t M, int token_tiles, bool several_waves, int num_sms,
+                                int64_t max_smem, const GemmConfig& config, MaxClusters&& max_clusters) {
   const int64_t T = N / 16, KB = K / 128;
-  const int token_tiles = token_tiles_for(M);
-  const int64_t tokens = M >= 32 ? 32 : (M < 1 ? 1 : M);
+  const int64_t chunk_tokens = int64_t(token_tiles) * kTokensPerTile;
+  const int64_t tokens = M >= chunk_tokens ? chunk_tokens : (M < 1 ? 1 : M);
   const int64_t slots = int64_t(num_sms) * (config.ctas_per_sm > 0 ? config.ctas_per_sm : 1);
+  auto clusters = [&](int S, int64_t smem) -> int64_t { return max_clusters(token_tiles, S, smem); };
   GemmPlan best;
   for (int S = 1; S <= kMaxClusterSize; ++S) {
     if (config.k_split && S != config.k_split) continue;
@@ -160,17 +168,30 @@ GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t
     if (groups < 1) continue;
     for (int wk : {8, 4, 2, 1}) {
       const int wt = kWarpsPerCta / wk;
-      int64_t g = groups, tiles = 0;
+      int64_t g = groups, tiles = 0, waves = 1;
       auto smem_for = [&](int64_t t) { return GemmSmemLayout(int(blocks), token_tiles, int(t), wk, S).total; };
-      if (!fit_one_wave(T, S, g, tiles, [&](int64_t t) { return smem_for(t) <= max_smem; }, smem_for, max_clusters))
-        continue;
+      auto fits = [&](int64_t t) { return smem_for(t) <= max_smem; };
+      if (!fit_one_wave(T, S, g, tiles, fits, smem_for, clusters)) {
+        if (!several_waves || !fits(1)) continue;
+        int64_t most = 1, over = ceil_div(T, groups) + 1;  // fits(most), !fits(over) or past every need
+        while (over - most > 1) {
+          const int64_t mid = (most + over) / 2;
+          (fits(mid) ? most : over) = mid;
+        }
+        g = ceil_div(T, most);
+        if (g > kMaxGridRows) continue;
+        tiles = ceil_div(T, g);
+        const int64_t resident = clusters(S, smem_for(tiles));
+        if (resident < 1) continue;
+        waves = ceil_div(g, resident);
+      }
       const int64_t smem = smem_for(tiles);
       const int64_t warp_units = ceil_div(tiles, wt) * ceil_div(blocks, wk);
       const int64_t round_trips = ceil_div(tokens * blocks, kGroupsPerRoundTrip);
-      const double cost = double(warp_units) * kWarpsPerCta * 2048 +
-                          kActivationByteWeight * double(tokens) * double(blocks) * 256 +
-                          kRoundTripCost * double(round_trips - 1) + kClusterCost[S] +
-                          (smem > kSmemBudget ? kNoOverlapCost : 0);
+      const double cost = double(waves) * (double(warp_units) * kWarpsPerCta * 2048 +
+                                           kActivationByteWeight * double(tokens) * double(blocks) * 256 +
+                                           kRoundTripCost * double(round_trips - 1)) +
+                          kClusterCost[S] + (smem > kSmemBudget ? kNoOverlapCost : 0);
       if (best.cost < 0 || cost < best.cost) {
         set_partition(best, S, g, wk, wt, tiles, blocks);
         best.smem_bytes = smem;
@@ -178,13 +199,37 @@ GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t
       }
     }
   }
+  best.token_tiles = token_tiles;
+  best.chunks = int(ceil_div(M < 1 ? 1 : M, chunk_tokens));
+  return best;
+}
+
+// The general kernel's plan: one resident wave of chunks of up to 32 tokens where it fits; else
+// several waves (weights of ~100 MB and more from 17 tokens); else, where even one tile a CTA
+// leaves the chunk's activations no room (K above ~25600 at 32 tokens), chunks of fewer token
+// tiles, each re-streaming the weight. So every shape with K < ~100000 has a plan.
+// max_clusters(token_tiles, S, smem): clusters of S CTAs of that instance that fit at once.
+template <typename MaxClusters>
+GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t max_smem,
+                                const GemmConfig& config, MaxClusters&& max_clusters) {
+  GemmPlan best;
+  for (int token_tiles = token_tiles_for(M); token_tiles >= 1 && best.cost < 0; --token_tiles)
+    for (bool several_waves : {false, true}) {
+      best = plan_general_partition(N, K, M, token_tiles, several_waves, num_sms, max_smem, config, max_clusters);
+      if (best.cost >= 0) break;
+    }
+  if (best.cost < 0) {  // the first candidate's shape, for the error path
+    best.token_tiles = token_tiles_for(M);
+    best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));
+    return best;
+  }
   // Weight staging stages in the shared memory left under the two-CTAs-per-SM budget: more
   // bytes in flight per SM, and more of the next launch's weight requested before it waits for
   // this one. One stage was measured faster than none, two or three slower, so one is the
   // default (docs/design/sm90.md); config.staging_stages
   // (up to kMaxStages) overrides it. Instances of more than kMaxStagedTokenTiles token tiles are
   // compiled without staging.
-  if (best.cost >= 0 && token_tiles <= kMaxStagedTokenTiles) {
+  if (best.token_tiles <= kMaxStagedTokenTiles) {
     const int64_t base = best.smem_bytes;
     int stages = base <= kSmemBudget ? int((kSmemBudget - base) / kStageBytes) : 0;
     const int cap = config.staging_stages > 0
@@ -195,9 +240,7 @@ GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t
     best.smem_stages = stages;
     best.smem_bytes = base + int64_t(stages) * kStageBytes;
   }
-  if (best.cost >= 0) best.engine = GemmEngine::kGeneral;
-  best.token_tiles = token_tiles;
-  best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));
+  best.engine = GemmEngine::kGeneral;
   return best;
 }
 
@@ -511,8 +554,8 @@ GemmPlan choose_gemm(int64_t N, int64_t K, int64_t M, bool shuffled, bool prequa
       return none;
     }
   }
-  GemmPlan plan = plan_general_gemm(N, K, M, num_sms, max_smem, c, [&](int cluster, int64_t smem) -> int64_t {
-    return max_clusters(GemmEngine::kGeneral, token_tiles_for(M), cluster, kGeneralThreads, smem);
+  GemmPlan plan = plan_general_gemm(N, K, M, num_sms, max_smem, c, [&](int token_tiles, int cluster, int64_t smem) {
+    return int64_t(max_clusters(GemmEngine::kGeneral, token_tiles, cluster, kGeneralThreads, smem));
   });
   if (plan.cost < 0) plan.error = kGeneralPlanError;
   return plan;

@@ -37,7 +37,6 @@
 
 namespace sgl_fp8::sm90 {
 
-constexpr int kChunkTokens = 32;  // tokens per launch chunk (grid.z)
 constexpr int kUnitLoads = 4;     // 16-byte weight loads per lane per unit
 
 static_assert(kGemmThreads == kStageThreads, "the staging ring is laid out for 256 threads");
@@ -104,7 +103,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) general_gemm_sm90(const GemmK
 
   const int rank = blockIdx.x;   // K slice within the cluster
   const int group = blockIdx.y;  // range of row tiles
-  const int m_begin = blockIdx.z * kChunkTokens;
+  const int m_begin = blockIdx.z * (TOKEN_TILES * kTokensPerTile);  // a chunk of the instance's tokens (grid.z)
   const int tokens = min(TOKEN_TILES * kTokensPerTile, a.M - m_begin);
 
   const int tile_begin = int(int64_t(group) * a.tiles / gridDim.y);
