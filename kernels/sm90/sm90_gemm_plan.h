@@ -125,8 +125,9 @@ inline int token_tiles_for(int64_t M) { return M >= 32 ? 4 : int(ceil_div(M < 1 
 // max_clusters(S, smem): clusters of S CTAs with smem bytes each that can be resident at once
 // (cudaOccupancyMaxActiveClusters); return a large number for "no limit".
 //
-// Every plan keeps its grid to one resident wave (the wgmma kernel's kWaves variant: a max_clusters
-// that counts several): `groups` clusters of S CTAs over T row tiles, shrunk to the clusters that
+// Every plan tries first to keep its grid to one resident wave (the wgmma kernel's kWaves variant: a
+// max_clusters that counts several; the general plan leaves it where nothing fits one wave):
+// `groups` clusters of S CTAs over T row tiles, shrunk to the clusters that
 // fit at once, and `tiles` = the most tiles a CTA then owns. False where nothing fits
 // (`fits(tiles)`: the plan's own limits, shared memory among them).
 template <typename Fits, typename SmemFor, typename MaxClusters>
@@ -218,11 +219,7 @@ GemmPlan plan_general_gemm(int64_t N, int64_t K, int64_t M, int num_sms, int64_t
       best = plan_general_partition(N, K, M, token_tiles, several_waves, num_sms, max_smem, config, max_clusters);
       if (best.cost >= 0) break;
     }
-  if (best.cost < 0) {  // the first candidate's shape, for the error path
-    best.token_tiles = token_tiles_for(M);
-    best.chunks = int(ceil_div(M < 1 ? 1 : M, 32));
-    return best;
-  }
+  if (best.cost < 0) return best;
   // Weight staging stages in the shared memory left under the two-CTAs-per-SM budget: more
   // bytes in flight per SM, and more of the next launch's weight requested before it waits for
   // this one. One stage was measured faster than none, two or three slower, so one is the
