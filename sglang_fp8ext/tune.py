@@ -22,7 +22,7 @@ time.
 Order (``--after``): ``copy`` (default) times each call behind a torch copy kernel that writes the
 call's activations, as in a decode step, where every projection follows the kernel that produced
 its input; every candidate gets the same copy, so the times are the pair's and compare fairly.
-``none`` repeats the call back to back (the order of ``bench``). Back to back, a launch may start
+``none`` repeats the call back to back (``bench``'s back-to-back order). Back to back, a launch may start
 beside its predecessor of the same kind (programmatic dependent launch), and on the H200 the
 2-warpgroup variants of the wgmma kernel (since removed) won there on 4096x2048, 8192x1024 and
 4096x1024 at M <= 8 but were slower than the 4-warpgroup kernel after a copy kernel

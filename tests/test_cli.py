@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -74,6 +76,12 @@ def test_check_on_cpu_passes_and_prints_the_path_table(tmp_path):
         assert f"PASS  {op} [cpu]" in out, op
     for name in check.SWITCHES:
         assert name in out
+    # every switch README's table documents is one check reports
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)=", readme, flags=re.M))
+    assert "SGL_FP8_PDL" in documented and documented <= set(check.SWITCHES), documented
+    for name in documented:
+        assert f"  {name} " in out, name
     assert "heuristic decides" in out and str(tmp_path) in out
     rows = [line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[:1] != ["N"]]
     for n, k in dispatch.SPEC_SHAPES:
