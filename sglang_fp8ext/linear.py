@@ -130,8 +130,24 @@ def fp8_block_linear(
     x2 = x.reshape(-1, K)
 
     if input_scale is not None:
+        if x.dtype != torch.float8_e4m3fn:
+            raise ValueError(
+                f"fp8_block_linear: with input_scale given, x must be the float8_e4m3fn q that came with it, got {x.dtype} "
+                "(bf16/fp16 x: pass no input_scale)"
+            )
+        if input_scale.shape[:-1] != lead:
+            # flattening both to rows would pair q's rows with another row's scales
+            raise ValueError(
+                f"fp8_block_linear: input_scale must be [..., K/128] with x's leading dims {tuple(lead)}, got shape "
+                f"{tuple(input_scale.shape)}"
+            )
         if out_dtype is None:
             out_dtype = bias.dtype if bias is not None else torch.bfloat16
+            if out_dtype not in (torch.bfloat16, torch.float16):
+                raise ValueError(
+                    f"fp8_block_linear: pre-quantized input without out_dtype takes the bias's dtype, {out_dtype}, "
+                    "but the output must be bfloat16 or float16: pass out_dtype"
+                )
         xs = input_scale.reshape(-1, input_scale.shape[-1])
         out = ops.scaled_gemm(x2, xs, weight, weight_scale, w_shuffled, out_dtype, bias)
         _log_path_once(x.device, N, K, "prequantized", source="caller (input_scale given)")

@@ -3,7 +3,9 @@
 The module holds its tensors under the names FP8 checkpoints use (Qwen3-FP8, DeepSeek-V3/V4):
 
   ``weight``            float8_e4m3fn [N, K]                    (Parameter, requires_grad=False)
-  ``weight_scale_inv``  float32 [ceil(N/128), K/128]            (Parameter, requires_grad=False)
+  ``weight_scale_inv``  float32 [ceil(N/128), K/128]            (Parameter, requires_grad=False;
+                        float8_e8m0fnu after loading a ue8m0 checkpoint; bf16/fp16 checkpoint
+                        scales load as float32, exactly)
   ``bias``              [N] in the activation dtype, optional   (Parameter, requires_grad=False)
 
 so ``load_state_dict`` of such a checkpoint works as is. After loading (and after moving the
@@ -36,6 +38,19 @@ FP8_MAX = 448.0
 BLOCK = 128
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16)
 _FP8_NAN_CODE = 0x7F  # e4m3fn NaN (S.1111.111)
+_E8M0_NAN_CODE = 0xFF
+# checkpoint scale dtypes that load into a float32 weight_scale_inv exactly (Qwen3 FP8 checkpoints
+# store bf16, some fp16)
+_SCALE_DTYPES_EXACT_IN_FP32 = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def nan_filled(shape, dtype: torch.dtype, device) -> torch.Tensor:
+    """A tensor of NaN in ``dtype`` (float8 formats by their NaN code): what a module holds before
+    a checkpoint is loaded into it, so that using it early gives NaN, not plausible numbers."""
+    codes = {FP8: _FP8_NAN_CODE, E8M0: _E8M0_NAN_CODE}
+    if dtype in codes:
+        return torch.full(shape, codes[dtype], dtype=torch.uint8, device=device).view(dtype)
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
 def _check_features(in_features: int, out_features: int) -> None:
@@ -205,11 +220,41 @@ class BlockFp8WeightPreparation:
         self.weight_scale_e8m0 = None
         self._processed = False
 
+    def _adopt_checkpoint_formats(self, state_dict, prefix: str) -> None:
+        """Before a checkpoint is copied in: refuse what ``copy_`` would convert silently (a weight
+        that is not e4m3, e.g. its uint8 bytes or a bf16 weight: converted by value), and give
+        ``weight_scale_inv`` the checkpoint's scale format, e8m0 or float32, since ``copy_`` would
+        otherwise turn a ue8m0 checkpoint's scales into fp32 ones and its bf16/fp16 inputs would be
+        quantized with fp32 scales instead of SPEC §3.2's power-of-two ones."""
+        who = type(self).__name__
+        weight = state_dict.get(prefix + "weight")
+        if isinstance(weight, torch.Tensor) and weight.dtype != FP8:
+            raise ValueError(
+                f"{who}: checkpoint tensor {prefix}weight has dtype {weight.dtype}, expected float8_e4m3fn (raw "
+                "bytes: .view(torch.float8_e4m3fn); a bf16 weight: Fp8BlockLinear.from_float or quantize_weight_blocks)"
+            )
+        scale = state_dict.get(prefix + "weight_scale_inv")
+        if not isinstance(scale, torch.Tensor):
+            return
+        if scale.dtype == E8M0:
+            wanted = E8M0
+        elif scale.dtype in _SCALE_DTYPES_EXACT_IN_FP32:
+            wanted = torch.float32
+        else:
+            raise ValueError(
+                f"{who}: checkpoint tensor {prefix}weight_scale_inv has dtype {scale.dtype}, expected float32 "
+                "(bfloat16/float16 load as float32) or float8_e8m0fnu"
+            )
+        current = self.weight_scale_inv
+        if current.dtype != wanted:
+            self.weight_scale_inv = nn.Parameter(nan_filled(current.shape, wanted, current.device), requires_grad=False)
+
     @staticmethod
     def _before_load_state_dict(module, state_dict, prefix, *args) -> None:
-        # The checkpoint holds a plain weight and fp32 scales: loading it into a shuffled module
-        # (or one with a stale e8m0 copy) would mix layouts. Start from the checkpoint state.
+        # The checkpoint holds a plain weight: loading it into a shuffled module (or one with a
+        # stale e8m0 copy) would mix layouts. Start from the checkpoint state.
         module._unprocess()
+        module._adopt_checkpoint_formats(state_dict, prefix)
 
     @staticmethod
     def _after_state_dict(module, state_dict, prefix, local_metadata) -> None:
@@ -231,7 +276,8 @@ class Fp8BlockLinear(BlockFp8WeightPreparation, nn.Module):
         dtype: the activation and output dtype, bfloat16 or float16 (the weight is always FP8).
 
     Attributes (checkpoint names): ``weight`` float8_e4m3fn [N, K], ``weight_scale_inv`` float32
-    [ceil(N/128), K/128], ``bias`` [N] in ``dtype`` or None; after
+    [ceil(N/128), K/128] (float8_e8m0fnu once a ue8m0 checkpoint is loaded: its bf16/fp16 inputs then
+    get power-of-two scales), ``bias`` [N] in ``dtype`` or None; after
     :meth:`process_weights_after_loading` possibly also ``weight_scale_e8m0`` (float8_e8m0fnu, a
     non-persistent buffer: it is never part of ``state_dict``).
 
@@ -257,13 +303,10 @@ class Fp8BlockLinear(BlockFp8WeightPreparation, nn.Module):
         self.out_features = out_features
         self.dtype = dtype
         nb, kb = (out_features + BLOCK - 1) // BLOCK, in_features // BLOCK
-        weight = torch.full((out_features, in_features), _FP8_NAN_CODE, dtype=torch.uint8, device=device).view(FP8)
-        self.weight = nn.Parameter(weight, requires_grad=False)
-        self.weight_scale_inv = nn.Parameter(
-            torch.full((nb, kb), float("nan"), dtype=torch.float32, device=device), requires_grad=False
-        )
+        self.weight = nn.Parameter(nan_filled((out_features, in_features), FP8, device), requires_grad=False)
+        self.weight_scale_inv = nn.Parameter(nan_filled((nb, kb), torch.float32, device), requires_grad=False)
         if bias:
-            self.bias = nn.Parameter(torch.full((out_features,), float("nan"), dtype=dtype, device=device), requires_grad=False)
+            self.bias = nn.Parameter(nan_filled((out_features,), dtype, device), requires_grad=False)
         else:
             self.register_parameter("bias", None)
         self._init_weight_preparation()  # weight_scale_e8m0 buffer, layout flags, state-dict hooks
@@ -336,16 +379,27 @@ class Fp8BlockLinear(BlockFp8WeightPreparation, nn.Module):
             if len(x) != 2:
                 raise ValueError(f"Fp8BlockLinear: expected (q, input_scale), got a sequence of {len(x)} items")
             q, input_scale = x
+            if not isinstance(input_scale, torch.Tensor):
+                raise ValueError(
+                    f"Fp8BlockLinear: expected (q, input_scale) with input_scale a tensor [..., K/128], got "
+                    f"{type(input_scale).__name__}"
+                )
             if input_scale.dtype == E8M0:
-                w_scale = self.weight_scale_e8m0
-                if w_scale is None:
+                w_scale = self.weight_scale_e8m0 if self.weight_scale_e8m0 is not None else self.weight_scale_inv
+                if w_scale.dtype != E8M0:
                     raise ValueError(
                         "Fp8BlockLinear: the input has e8m0 scales but this module holds no e8m0 weight scales "
-                        "(they exist only after process_weights_after_loading() with SGLANG_DSV4_DENSE_MXSCALE=1 "
-                        "and power-of-two weight scales); quantize the input with ue8m0=False"
+                        "(a ue8m0 checkpoint's, or a copy made by process_weights_after_loading() with "
+                        "SGLANG_DSV4_DENSE_MXSCALE=1 and power-of-two weight scales); quantize the input with "
+                        "ue8m0=False"
                     )
             else:
                 w_scale = self.weight_scale_inv
+                if w_scale.dtype == E8M0:
+                    raise ValueError(
+                        "Fp8BlockLinear: the input has float32 scales but this module holds e8m0 weight scales "
+                        "(a ue8m0 checkpoint); quantize the input with ue8m0=True"
+                    )
             return fp8_block_linear(
                 q, self.weight, w_scale, input_scale, self.bias, w_shuffled=self._shuffled, out_dtype=self.dtype
             )
@@ -355,7 +409,10 @@ class Fp8BlockLinear(BlockFp8WeightPreparation, nn.Module):
         return fp8_block_linear(x, self.weight, w_scale, bias=self.bias, w_shuffled=self._shuffled)
 
     def extra_repr(self) -> str:
-        scales = "e8m0 (+fp32)" if self.weight_scale_e8m0 is not None else "fp32"
+        if self.weight_scale_inv.dtype == E8M0:
+            scales = "e8m0"
+        else:
+            scales = "e8m0 (+fp32)" if self.weight_scale_e8m0 is not None else "fp32"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
             f"dtype={self.dtype}, scales={scales}, shuffled={self._shuffled}"

@@ -57,6 +57,7 @@ the reduced sum), i.e. it is close but not bitwise equal.
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple, Optional
 
 import torch
@@ -80,11 +81,30 @@ class ShardedTensors(NamedTuple):
 # ---- checks ---------------------------------------------------------------------------------------
 
 
-def _check_rank(fn: str, tp_size: int, tp_rank: int) -> None:
-    if not isinstance(tp_size, int) or tp_size < 1:
+def _integer(value) -> Optional[int]:
+    # Any integral value an engine may hold a rank in (int, numpy integer, 0-d integer tensor);
+    # None for everything else, bool included.
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _tp_size(fn: str, tp_size) -> int:
+    size = _integer(tp_size)
+    if size is None or size < 1:
         raise ValueError(f"{fn}: tp_size must be a positive int, got {tp_size!r}")
-    if not isinstance(tp_rank, int) or not 0 <= tp_rank < tp_size:
-        raise ValueError(f"{fn}: tp_rank must be an int in [0, {tp_size}), got {tp_rank!r}")
+    return size
+
+
+def _check_rank(fn: str, tp_size, tp_rank) -> tuple[int, int]:
+    size = _tp_size(fn, tp_size)
+    rank = _integer(tp_rank)
+    if rank is None or not 0 <= rank < size:
+        raise ValueError(f"{fn}: tp_rank must be an int in [0, {size}), got {tp_rank!r}")
+    return size, rank
 
 
 def _check_tensors(fn: str, weight: torch.Tensor, weight_scale_inv: torch.Tensor, bias: Optional[torch.Tensor]):
@@ -115,6 +135,7 @@ def _check_tensors(fn: str, weight: torch.Tensor, weight_scale_inv: torch.Tensor
 def column_shard_size(n: int, tp_size: int) -> int:
     """Rows per rank when a weight with ``n`` output features is column-parallel over ``tp_size``
     ranks; ValueError (with the reason) when the split would cut a 128-row scale block."""
+    tp_size = _tp_size("column_shard_size", tp_size)
     if n % tp_size:
         raise ValueError(f"column-parallel: N = {n} is not divisible by tp_size = {tp_size}")
     n_local = n // tp_size
@@ -131,6 +152,7 @@ def column_shard_size(n: int, tp_size: int) -> int:
 def row_shard_size(k: int, tp_size: int) -> int:
     """Input features per rank when a weight with ``k`` input features is row-parallel over
     ``tp_size`` ranks; ValueError (with the reason) unless K/tp is a multiple of 128."""
+    tp_size = _tp_size("row_shard_size", tp_size)
     if k % tp_size:
         raise ValueError(f"row-parallel: K = {k} is not divisible by tp_size = {tp_size}")
     k_local = k // tp_size
@@ -163,7 +185,7 @@ def shard_column_parallel_tensors(
     ``[r*N/tp, (r+1)*N/tp)``, the matching weight_scale_inv rows (whole 128-row blocks) and bias
     slice. ValueError when N/tp is not a multiple of 128 (see the module docstring for why)."""
     fn = "shard_column_parallel_tensors"
-    _check_rank(fn, tp_size, tp_rank)
+    tp_size, tp_rank = _check_rank(fn, tp_size, tp_rank)
     N, _ = _check_tensors(fn, weight, weight_scale_inv, bias)
     n_local = column_shard_size(N, tp_size)
     if tp_size == 1:
@@ -190,7 +212,7 @@ def shard_row_parallel_tensors(
     ``[r*K/tp, (r+1)*K/tp)`` and the matching weight_scale_inv columns; the bias on rank 0 only
     (None elsewhere) so that the all-reduce adds it once. ValueError unless K/tp % 128 == 0."""
     fn = "shard_row_parallel_tensors"
-    _check_rank(fn, tp_size, tp_rank)
+    tp_size, tp_rank = _check_rank(fn, tp_size, tp_rank)
     _, K = _check_tensors(fn, weight, weight_scale_inv, bias)
     k_local = row_shard_size(K, tp_size)
     cols = slice(tp_rank * k_local, (tp_rank + 1) * k_local)
@@ -225,11 +247,11 @@ def _module_tensors(fn: str, layer):
 def _build(layer, shard: ShardedTensors):
     n_local, k_local = shard.weight.shape
     out = Fp8BlockLinear(k_local, n_local, bias=shard.bias is not None, device=shard.weight.device, dtype=layer.dtype)
-    with torch.no_grad():
-        out.weight.copy_(shard.weight)
-        out.weight_scale_inv.copy_(shard.weight_scale_inv)
-        if shard.bias is not None:
-            out.bias.copy_(shard.bias)
+    # Loaded as a checkpoint is, so that e8m0 scales stay e8m0
+    state = {"weight": shard.weight, "weight_scale_inv": shard.weight_scale_inv}
+    if shard.bias is not None:
+        state["bias"] = shard.bias
+    out.load_state_dict(state)
     out.train(layer.training)
     return out
 

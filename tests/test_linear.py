@@ -99,6 +99,26 @@ def test_linear_prequantized_add_rmsnorm_transposed_scale(device):
         assert torch.equal(bits(out), bits(ref_out))
 
 
+def test_linear_prequantized_input_errors():
+    """input_scale must have x's leading dims (flattening both to rows would pair q's rows with
+    other rows' scales: a permuted input gave a wrong result before), x must be the FP8 q, and an
+    output dtype taken from the bias must be one the op can write."""
+    N, K = 256, 256
+    w, ws = make(N, K, "fp32", 8)
+    h = rand_act((2, 3, K), torch.bfloat16, 9)
+    q, s = fx.per1x128_quant(h)
+    for bad in (s.transpose(0, 1), s.reshape(3, 2, 2), s.reshape(6, 2)):
+        with pytest.raises(ValueError, match=r"input_scale must be \[\.\.\., K/128\] with x's leading dims \(2, 3\)"):
+            fx.fp8_block_linear(q, w, ws, input_scale=bad)
+    # the same rows permuted consistently are fine
+    out = fx.fp8_block_linear(q.transpose(0, 1), w, ws, input_scale=s.transpose(0, 1))
+    assert torch.equal(bits(out), bits(fx.fp8_block_linear(q, w, ws, input_scale=s).transpose(0, 1)))
+    with pytest.raises(ValueError, match="x must be the float8_e4m3fn q"):
+        fx.fp8_block_linear(h, w, ws, input_scale=s)
+    with pytest.raises(ValueError, match=r"takes the bias's dtype, torch.float32.*pass out_dtype"):
+        fx.fp8_block_linear(q, w, ws, input_scale=s, bias=torch.zeros(N))
+
+
 @pytest.mark.parametrize("fmt", FMTS)
 def test_linear_reads_is_shuffled(device, fmt):
     """w_shuffled=None reads the weight's is_shuffled attribute; an explicit value overrides it.

@@ -391,6 +391,74 @@ def test_state_dict_round_trip_with_checkpoint_names(device, monkeypatch):
     assert_gemm_contract(model.proj(x), ref_forward(x.cpu(), codes, scale, bias=lin.bias), "loaded checkpoint")
 
 
+def _checkpoint(N, K, pow2, seed=0):
+    lin = float_linear(N, K, bias=False, seed=seed)
+    codes, scale = ref_block_quant(dense(lin.weight).float().numpy(), pow2=pow2)
+    return torch.from_numpy(codes).view(FP8), torch.from_numpy(scale), codes, scale
+
+
+def test_ue8m0_checkpoint_keeps_its_e8m0_scales(device):
+    """A DeepSeek-V4-style checkpoint stores e8m0 weight_scale_inv: the module keeps the format, so
+    bf16 input gets the ue8m0 activation scales of SPEC §3.2 (fp32 ones miss that reference)."""
+    N, K = 272, 384
+    w, scale, codes, scale_np = _checkpoint(N, K, pow2=True)
+    e8m0 = torch.from_numpy(e8m0_bytes_of(scale_np)).view(E8M0)
+    m = fx.Fp8BlockLinear(K, N, device=device)
+    m.load_state_dict({"weight": w.to(device), "weight_scale_inv": e8m0.to(device)})
+    m.process_weights_after_loading()  # switch off: nothing to derive
+    assert m.weight_scale_inv.dtype == E8M0 and np.array_equal(u8(m.weight_scale_inv), u8(e8m0))
+    assert "scales=e8m0," in repr(m)
+    x = act((5, K), seed=3).to(device)
+    ref_e8m0 = ref_forward(x.cpu(), codes, scale_np, e8m0=True)
+    assert_gemm_contract(m(x), ref_e8m0, "ue8m0 checkpoint, bf16 input")
+    assert sm.row_rel_err(ref_forward(x.cpu(), codes, scale_np).astype(np.float64), ref_e8m0).max() > 4e-3
+    # pre-quantized input: e8m0 scales pair with the module's e8m0 scales; fp32 ones are refused
+    q, s = fx.per1x128_quant(x, ue8m0=True)
+    xs = sm.scale_values(u8(s), True)
+    assert_gemm_contract(m((q, s)), sm.gemm_ref(u8(q), xs, codes, scale_np.astype(np.float64)), "ue8m0 checkpoint, (q, s)")
+    with pytest.raises(ValueError, match="holds e8m0 weight scales"):
+        m(fx.per1x128_quant(x, ue8m0=False))
+    # state_dict exports the checkpoint's format, and an fp32 checkpoint loaded afterwards is fp32 again
+    assert m.state_dict()["weight_scale_inv"].dtype == E8M0
+    m.load_state_dict({"weight": w.to(device), "weight_scale_inv": scale.to(device)})
+    assert m.weight_scale_inv.dtype == torch.float32
+    assert_gemm_contract(m(x), ref_forward(x.cpu(), codes, scale_np), "fp32 checkpoint after a ue8m0 one")
+
+
+@pytest.mark.parametrize("scale_dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_checkpoint_scales_load_exactly(scale_dtype):
+    """Qwen3 FP8 checkpoints store weight_scale_inv in bf16 (some fp16): exact in float32."""
+    N, K = 256, 256
+    w, scale, codes, _ = _checkpoint(N, K, pow2=False)
+    half = scale.to(scale_dtype)
+    m = fx.Fp8BlockLinear(K, N)
+    m.load_state_dict({"weight": w, "weight_scale_inv": half})
+    assert m.weight_scale_inv.dtype == torch.float32
+    assert np.array_equal(dense(m.weight_scale_inv).numpy(), half.double().numpy().astype(np.float32))
+    x = act((3, K))
+    assert_gemm_contract(m(x), ref_forward(x, codes, half.double().numpy()), f"{scale_dtype} scales")
+
+
+@pytest.mark.parametrize("bad", ["uint8", "bf16"])
+def test_checkpoint_weight_that_is_not_e4m3_is_refused(bad):
+    """copy_ would convert by value: a uint8 view of the bytes, or a bf16 weight, must not load."""
+    N, K = 256, 256
+    w, scale, _, _ = _checkpoint(N, K, pow2=False)
+    weight = w.view(torch.uint8) if bad == "uint8" else w.to(torch.bfloat16)
+    m = fx.Fp8BlockLinear(K, N)
+    with pytest.raises(ValueError, match=r"checkpoint tensor weight has dtype .*expected float8_e4m3fn"):
+        m.load_state_dict({"weight": weight, "weight_scale_inv": scale})
+    with pytest.raises(ValueError, match="weight_scale_inv has dtype torch.int32"):
+        m.load_state_dict({"weight": w, "weight_scale_inv": scale.to(torch.int32)})
+
+
+def test_tuple_input_without_a_scale_tensor_is_an_error():
+    m = fx.Fp8BlockLinear.from_float(float_linear(128, 256))
+    q, _ = fx.per1x128_quant(act((2, 256)))
+    with pytest.raises(ValueError, match="input_scale a tensor"):
+        m((q, None))
+
+
 def test_to_dtype_keeps_fp8_formats():
     m = fx.Fp8BlockLinear.from_float(float_linear(128, 256, bias=True))
     w = u8(m.weight).copy()

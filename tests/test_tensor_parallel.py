@@ -190,6 +190,44 @@ def test_shard_errors(mode, N, K, tp, rank, message):
         fn(w, s, b, tp_size=tp, tp_rank=rank)
 
 
+def test_rank_and_size_take_any_integer_type():
+    """An engine may hold its rank as a numpy integer or a 0-d tensor; bools and floats are not ranks."""
+    np = pytest.importorskip("numpy")
+    w, s, b = rand_checkpoint(256, 256)
+    ref = parallel.shard_column_parallel_tensors(w, s, b, tp_size=2, tp_rank=1)
+    for size, rank in ((np.int64(2), np.int32(1)), (torch.tensor(2), torch.tensor(1))):
+        got = parallel.shard_column_parallel_tensors(w, s, b, tp_size=size, tp_rank=rank)
+        assert all(torch.equal(x.view(torch.uint8) if x.dtype == FP8 else x, y.view(torch.uint8) if y.dtype == FP8 else y)
+                   for x, y in zip(got, ref))
+    for size, rank, message in ((True, 0, "tp_size must be a positive int, got True"),
+                                (2, False, r"tp_rank must be an int in \[0, 2\), got False"),
+                                (2.0, 0, "tp_size must be a positive int, got 2.0")):
+        with pytest.raises(ValueError, match=message):
+            parallel.shard_row_parallel_tensors(w, s, b, tp_size=size, tp_rank=rank)
+    assert parallel.column_shard_size(512, np.int64(2)) == 256 and parallel.row_shard_size(512, 4) == 128
+    for fn in (parallel.column_shard_size, parallel.row_shard_size):
+        for size in (0, -2):
+            with pytest.raises(ValueError, match=f"tp_size must be a positive int, got {size}"):
+                fn(512, size)
+
+
+@pytest.mark.parametrize("mode", ["column", "row"])
+def test_module_shards_keep_e8m0_scales(mode):
+    """A layer that loaded a ue8m0 checkpoint shards into layers holding the same e8m0 bytes."""
+    N, K = 512, 512
+    w, s, _ = rand_checkpoint(N, K, scale_dtype=E8M0, bias=False)
+    layer = fx.Fp8BlockLinear(K, N)
+    layer.load_state_dict({"weight": w, "weight_scale_inv": s})
+    shard_fn = parallel.shard_column_parallel if mode == "column" else parallel.shard_row_parallel
+    tensors_fn = parallel.shard_column_parallel_tensors if mode == "column" else parallel.shard_row_parallel_tensors
+    for rank in range(2):
+        shard = shard_fn(layer, tp_size=2, tp_rank=rank)
+        expected = tensors_fn(w, s, None, tp_size=2, tp_rank=rank)
+        assert shard.weight_scale_inv.dtype == E8M0
+        assert torch.equal(shard.weight_scale_inv.view(torch.uint8), expected.weight_scale_inv.view(torch.uint8))
+        assert torch.equal(shard.weight.view(torch.uint8), expected.weight.view(torch.uint8))
+
+
 def test_shard_input_errors():
     w, s, b = rand_checkpoint(256, 256)
     col = parallel.shard_column_parallel_tensors
