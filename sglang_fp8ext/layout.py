@@ -21,9 +21,12 @@ def shuffle_weight(w: torch.Tensor) -> torch.Tensor:
     layout=(16, 16))``): ``w.view(N/16, 16, K/32, 2, 16).permute(0, 2, 3, 1, 4)``, contiguous.
 
     The result is marked ``is_shuffled = True`` as AITER marks it, which ``fp8_block_linear``
-    reads when ``w_shuffled`` is not given.
+    reads when ``w_shuffled`` is not given. A weight already marked shuffled is refused: shuffling
+    it again would give bytes no kernel reads correctly.
     """
     N, K = _check_weight_2d("shuffle_weight", w)
+    if getattr(w, "is_shuffled", False):
+        raise ValueError("shuffle_weight: the weight is already AITER-shuffled (is_shuffled = True)")
     out = w.reshape(N // 16, 16, K // 32, 2, 16).permute(0, 2, 3, 1, 4).contiguous().view(N, K)
     out.is_shuffled = True
     return out

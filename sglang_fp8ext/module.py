@@ -145,8 +145,8 @@ def e8m0_scale_if_enabled(weight_scale: torch.Tensor, n: int, k: int, who: str) 
     """The e8m0 copy of fp32 block scales that weight preparation keeps where
     ``SGLANG_DSV4_DENSE_MXSCALE`` allows it for (N, K) and every scale is an exact power of two;
     None otherwise (scales that are not powers of two are logged at INFO with the reason)."""
-    if weight_scale.dtype != torch.float32 or not switches.mxscale_enabled_for(n, k):
-        return None
+    if weight_scale.dtype != torch.float32 or weight_scale.is_meta or not switches.mxscale_enabled_for(n, k):
+        return None  # (a meta tensor has no values to convert)
     try:
         return scale_to_e8m0(weight_scale.detach())
     except ValueError as err:

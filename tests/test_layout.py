@@ -72,6 +72,14 @@ def test_shuffle_bad_shapes(shape):
         fx.unshuffle_weight(w)
 
 
+def test_shuffle_refuses_a_shuffled_weight():
+    w = rand_fp8(32, 64, 3)
+    once = fx.shuffle_weight(w)
+    with pytest.raises(ValueError, match="already AITER-shuffled"):
+        fx.shuffle_weight(once)
+    assert np.array_equal(u8(fx.unshuffle_weight(once)), u8(w))
+
+
 # ---- e8m0 <-> fp32 --------------------------------------------------------------------------------
 
 

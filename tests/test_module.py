@@ -452,6 +452,14 @@ def test_checkpoint_weight_that_is_not_e4m3_is_refused(bad):
         m.load_state_dict({"weight": w, "weight_scale_inv": scale.to(torch.int32)})
 
 
+def test_meta_module_prepares_without_values(monkeypatch):
+    """A module on the meta device (built before its weights exist) prepares without reading values."""
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE", "1")
+    m = fx.Fp8BlockLinear(256, 256, device="meta")
+    m.process_weights_after_loading()
+    assert m.weight_scale_e8m0 is None and m.weight.is_meta
+
+
 def test_tuple_input_without_a_scale_tensor_is_an_error():
     m = fx.Fp8BlockLinear.from_float(float_linear(128, 256))
     q, _ = fx.per1x128_quant(act((2, 256)))
