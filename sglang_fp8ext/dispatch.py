@@ -21,10 +21,9 @@ No file, no group, m above every tabulated M, or an entry whose path cannot run 
 scaled_mm with a shuffled weight, fused with ``SGL_FP8_SMALLM=0``): the heuristic decides.
 
 Everything here is pure Python on sizes, so it is testable without a GPU (``select`` takes a
-``DeviceInfo``), and traceable by torch.compile without graph breaks: the file reads and device
-queries sit in functions marked ``torch._dynamo.assume_constant_result`` (run once at trace time,
-their result baked into the graph), and the only comparisons on the (possibly symbolic) M are
-``m <= bound``, each one guard.
+``DeviceInfo``). It runs per call, on concrete sizes, also under torch.compile: there
+fp8_block_linear calls it inside its opaque op ``sgl_fp8::_block_linear`` (linear.py), so that no
+graph depends on M.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ import re
 from typing import NamedTuple, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from . import ops
 from .kernel_config import KERNEL_INTERFACE_VERSION, KernelConfig
@@ -168,7 +166,6 @@ def select(dev: DeviceInfo, m, n: int, k: int, *, e8m0: bool = False, shuffled: 
 _gpu_facts: dict = {}
 
 
-@torch._dynamo.assume_constant_result
 def device_facts(device_type: str, index: Optional[int]) -> tuple:
     """(kind, name, capability, has_scaled_mm) of a device. GPU name and capability are queried
     once per device index; a query that fails (no GPU present) leaves them None."""
@@ -303,7 +300,6 @@ _tables: dict = {}
 _warned: set = set()
 
 
-@torch._dynamo.assume_constant_result
 def table_for(directory: str, device_name: str) -> tuple:
     """(file, note, groups) for a device: the file consulted (None if absent), a note on why it
     is not used ("" when it is), and its groups (empty when unused). Cached per (directory,
@@ -344,17 +340,11 @@ def scaled_mm_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
     ``w_scale`` fp32 [N/128, K/128]. cuBLASLt wants M a multiple of 4 (at least 4): the
     activations are padded with zero rows and the output sliced back. Output in x's dtype."""
     m = x.shape[0]
-    if m == 0:  # nothing to multiply (and cuBLASLt is not asked to); one guard under compile
+    if m == 0:  # nothing to multiply (and cuBLASLt is not asked to)
         out = x.new_empty((0, w.shape[0]))
         return out if bias is None else out + bias
-    # For m >= 1 the next multiple of 4 is also >= 4. Plain integer arithmetic: under
-    # torch.compile m may be an int or a SymInt (torch.sym_max of two ints returns an int, which
-    # Dynamo refuses as a torch.* result; the e2e compile test covers it).
-    pad = (m + 3) // 4 * 4 - m
-    if torch.compiler.is_compiling():
-        x_pad = F.pad(x, (0, 0, 0, pad))  # always, so that no guard on m % 4 is installed
-    else:
-        x_pad = x if pad == 0 else torch.cat([x, x.new_zeros(pad, x.shape[1])])
+    pad = (m + 3) // 4 * 4 - m  # for m >= 1 the next multiple of 4 is also >= 4
+    x_pad = x if pad == 0 else torch.cat([x, x.new_zeros(pad, x.shape[1])])
     q, s = ops.per1x128_quant(x_pad, ue8m0=False, transpose_scale=True)
     out = torch._scaled_mm(q, w.t(), scale_a=s, scale_b=w_scale.t(), out_dtype=x.dtype)[:m]
     if bias is not None:

@@ -5,6 +5,12 @@ which instance of the fused kernel is decided in ``dispatch.py``: the device's t
 ``python -m sglang_fp8ext tune``, else a heuristic (docs/dispatch.md). ``SGL_FP8_SMALLM=0`` turns
 the fused kernel off. Which path ran is logged once per (device, N, K, M bucket, path, config) at
 DEBUG level on the ``sglang_fp8ext`` logger, saying whether the table or the heuristic chose it.
+
+The path depends on M, so under torch.compile bf16/fp16 input goes through one opaque op,
+``sgl_fp8::_block_linear``, that chooses at run time: a graph traced once serves every M, whether M
+is dynamic, unbacked, or its guards are dropped (vLLM runs one graph for every batch size), and
+the switches and the table are read per call as in eager. Eager calls choose directly, without the
+op's dispatch overhead.
 """
 
 from __future__ import annotations
@@ -85,9 +91,9 @@ def run_path(path: str, config, x2: torch.Tensor, weight: torch.Tensor, weight_s
 
 def _log_path_once(device: torch.device, n: int, k: int, path: str, config=None, source: str = "caller",
                    bucket: str = "any M") -> None:
-    # Not under torch.compile: the choice is made once at trace time and baked into the graph
-    # (its sizes may be symbolic there, and logging calls would break the graph); the graph
-    # shows the op it holds (TORCH_LOGS=graph_code), and `python -m sglang_fp8ext check` the policy.
+    # Runs where the path is chosen: eagerly, or inside sgl_fp8::_block_linear at run time. Not
+    # while torch.compile traces (a logging call breaks the graph): the pre-quantized path, which
+    # does not depend on M, is traced into the graph and logs only in eager calls.
     if torch.compiler.is_compiling() or not logger.isEnabledFor(logging.DEBUG):
         return
     key = (str(device), n, k, bucket, path, config)
@@ -155,8 +161,33 @@ def fp8_block_linear(
 
     if out_dtype is not None and out_dtype != x.dtype:
         raise ValueError(f"fp8_block_linear: out_dtype {out_dtype} must equal x's dtype {x.dtype} for bf16/fp16 input")
-    e8m0 = weight_scale.dtype == torch.float8_e8m0fnu
-    choice = choose(x.device, x2.shape[0], N, K, e8m0=e8m0, shuffled=w_shuffled)
-    out = run_path(choice.path, choice.config, x2, weight, weight_scale, w_shuffled, bias)
-    _log_path_once(x.device, N, K, choice.path, choice.config, choice.source, choice.bucket)
+    if torch.compiler.is_compiling():
+        out = _block_linear(x2, weight, weight_scale, w_shuffled, bias)
+    else:
+        out = _chosen_path(x2, weight, weight_scale, w_shuffled, bias)
     return out.reshape(*lead, N)
+
+
+def _chosen_path(x2: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, w_shuffled: bool,
+                 bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """bf16/fp16 ``x2`` [M, K] through the path chosen for its M (the table, else the heuristic)."""
+    N, K = weight.shape[0], x2.shape[1]
+    e8m0 = weight_scale.dtype == torch.float8_e8m0fnu
+    choice = choose(x2.device, x2.shape[0], N, K, e8m0=e8m0, shuffled=w_shuffled)
+    out = run_path(choice.path, choice.config, x2, weight, weight_scale, w_shuffled, bias)
+    _log_path_once(x2.device, N, K, choice.path, choice.config, choice.source, choice.bucket)
+    return out
+
+
+@torch.library.custom_op("sgl_fp8::_block_linear", mutates_args=())
+def _block_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, w_shuffled: bool,
+                  bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """fp8_block_linear's bf16/fp16 path under torch.compile: the choice happens here, per call."""
+    return _chosen_path(x, weight, weight_scale, w_shuffled, bias)
+
+
+@_block_linear.register_fake
+def _(x, weight, weight_scale, w_shuffled, bias):
+    # Every path has smallm_gemm's contract and output ([M, N] in x's dtype, contiguous): its fake
+    # checks the one and sizes the other.
+    return torch.ops.sgl_fp8.smallm_gemm(x, weight, weight_scale, w_shuffled, bias)

@@ -507,9 +507,13 @@ def test_debug_log_once_per_bucket_path_and_config(tmp_path, caplog):
 # ---- torch.compile of the table path ---------------------------------------------------------------
 
 
-def test_compile_table_path_configured_instance(tmp_path):
-    """The table is read at trace time without a graph break (fullgraph=True); the tabulated
-    kernel instance is in the graph; M crossing a bucket boundary recompiles once."""
+@pytest.mark.parametrize("unbacked", [False, True], ids=["dynamic", "unbacked"])
+def test_compile_chooses_the_path_per_call(tmp_path, caplog, unbacked):
+    """Under torch.compile the path is chosen at run time inside one opaque op: one graph serves
+    M on both sides of a table boundary (dynamic or unbacked M: vLLM runs one graph for every
+    batch size), each M takes its own path (the debug log, written where the choice is made),
+    and the results equal eager bitwise. Tracing the choice instead guarded on M (a recompile per
+    bucket) and failed to compile with unbacked M ("Could not guard on data-dependent expression")."""
     write_table(tmp_path, "cpu", [entry(N, K, 8, "fused", j(GEN2)), entry(N, K, 32, "unfused")])
     w, ws = rand_weight(N, K, 3), rand_wscale(N, K, False, 3)
     graphs = []
@@ -523,12 +527,31 @@ def test_compile_table_path_configured_instance(tmp_path):
 
     cf = torch.compile(f, backend=backend, fullgraph=True, dynamic=True)
     # the first M differs from every weight dimension (272, 512, 3, 4): duck sizing would tie them
-    for m in (6, 5, 7, 8, 17, 32, 9):
-        x = rand_act((m, K), torch.bfloat16, m)
-        assert torch.equal(bits(cf(x)), bits(f(x))), m
-    assert len(graphs) == 2, graphs
-    assert any("_smallm_gemm_configured" in t for t in graphs[0]), graphs[0]
-    assert any("scaled_gemm" in t for t in graphs[1]) and not any("smallm" in t for t in graphs[1]), graphs[1]
+    with caplog.at_level(logging.DEBUG, logger="sglang_fp8ext"):
+        for m in (6, 5, 7, 8, 17, 32, 9):
+            x = rand_act((m, K), torch.bfloat16, m)
+            if unbacked:
+                torch._dynamo.decorators.mark_unbacked(x, 0)
+            assert torch.equal(bits(cf(x)), bits(f(x))), m
+    assert len(graphs) == 1, graphs
+    assert any("sgl_fp8._block_linear" in t for t in graphs[0]), graphs[0]
+    lines = [r.getMessage() for r in caplog.records if "fp8_block_linear" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert "M<=8" in lines[0] and "fused path" in lines[0] and f"({GEN2.label()})" in lines[0]
+    assert "9<=M<=32" in lines[1] and "unfused path" in lines[1]
+
+
+def test_compile_sees_a_switch_changed_after_tracing(monkeypatch, caplog):
+    """The switches are read per call under torch.compile too, as the docs say for eager."""
+    w, ws = rand_weight(N, K, 4), rand_wscale(N, K, False, 4)
+    cf = torch.compile(lambda x: fx.fp8_block_linear(x, w, ws), backend="aot_eager", fullgraph=True, dynamic=True)
+    x = rand_act((6, K), torch.bfloat16, 6)
+    with caplog.at_level(logging.DEBUG, logger="sglang_fp8ext"):
+        cf(x)
+        monkeypatch.setenv("SGL_FP8_SMALLM", "0")
+        cf(x)
+    lines = [r.getMessage() for r in caplog.records if "fp8_block_linear" in r.getMessage()]
+    assert len(lines) == 2 and "fused path" in lines[0] and "unfused path" in lines[1], lines
 
 
 # ---- GPU: the cuBLASLt path ------------------------------------------------------------------------

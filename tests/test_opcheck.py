@@ -110,6 +110,8 @@ SAMPLES = {
     "per1x128_quant": (quant_samples, ALL_UTILS),
     "smallm_gemm": (smallm_samples, NO_SCHEMA),
     "_smallm_gemm_configured": (configured_samples, NO_SCHEMA),
+    # fp8_block_linear's path chosen at run time, its op under torch.compile (linear.py)
+    "_block_linear": (smallm_samples, NO_SCHEMA),
     "scaled_gemm": (scaled_samples, NO_SCHEMA),
     "rmsnorm_quant": (norm_samples, ALL_UTILS),
     "add_rmsnorm_quant": (addnorm_samples, ALL_UTILS),
