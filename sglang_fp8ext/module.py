@@ -125,6 +125,14 @@ def quantize_weight_blocks(weight: torch.Tensor, power_of_two_scales: bool = Fal
     return q, scale.contiguous()
 
 
+def fnuz_device() -> bool:
+    """Whether the GPU is gfx94x (MI300), whose FP8 is e4m3fnuz: engines convert their weights to
+    it there, and the ops serve OCP float8_e4m3fn only (SPEC §1), so engine adapters stand aside."""
+    if not (getattr(torch.version, "hip", None) and torch.cuda.is_available()):
+        return False
+    return "gfx94" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
+
+
 def wants_shuffled_weight(weight: torch.Tensor) -> bool:
     """Whether a weight on this device is best kept in AITER's (16,16) preshuffle layout: on a ROCm
     GPU, where the kernels (ours and AITER's) read it fastest; the sm_90 kernels and the CPU read

@@ -22,18 +22,23 @@ def fused_smallm_enabled() -> bool:
     return True
 
 
-def _parse_shapes(text: str) -> set[tuple[int, int]]:
+def _parse_shapes(text: str) -> set[tuple[int, int]] | None:
+    """The (N, K) set, or None for every shape ("all"). Items are "NxK" (SPEC §5) or "N:K", the
+    separator SGLang's own parser of this variable takes, so one setting serves both."""
+    if text.strip().lower() == "all":
+        return None
     shapes = set()
     for item in text.replace(";", ",").split(","):
         item = item.strip().lower()
         if not item:
             continue
         try:
-            n, k = item.split("x")
+            n, k = item.replace(":", "x").split("x")
             shapes.add((int(n), int(k)))
         except ValueError:
             raise ValueError(
-                f"SGLANG_DSV4_DENSE_MXSCALE_SHAPES: expected 'N1xK1,N2xK2', got the item {item!r}"
+                f"SGLANG_DSV4_DENSE_MXSCALE_SHAPES: expected 'N1xK1,N2xK2' (or 'N1:K1,N2:K2', or 'all'), got the "
+                f"item {item!r}"
             ) from None
     return shapes
 
@@ -43,5 +48,8 @@ def mxscale_enabled_for(n: int, k: int) -> bool:
     e8m0, for the shapes in ``SGLANG_DSV4_DENSE_MXSCALE_SHAPES="N1xK1,N2xK2"`` when that is set."""
     if _flag("SGLANG_DSV4_DENSE_MXSCALE") not in ("1", "true", "on", "yes"):
         return False
-    shapes = os.environ.get("SGLANG_DSV4_DENSE_MXSCALE_SHAPES")
-    return not shapes or (n, k) in _parse_shapes(shapes)
+    text = os.environ.get("SGLANG_DSV4_DENSE_MXSCALE_SHAPES")
+    if not text or not text.strip():
+        return True
+    shapes = _parse_shapes(text)
+    return shapes is None or (n, k) in shapes

@@ -55,11 +55,11 @@ VLLM_FILES = (
 
 # ---- the adapters, as one callable each ----------------------------------------------------------
 
-def _vllm_config(weight_group=(128, 128), act_group=(1, 128), out_dtype=torch.bfloat16, static=False):
+def _vllm_config(weight_group=(128, 128), act_group=(1, 128), out_dtype=torch.bfloat16, static=False, weight_shape=None):
     """A stand-in for vLLM's FP8ScaledMMLinearLayerConfig (the fields the kernel reads)."""
     key = lambda shape, st: types.SimpleNamespace(scale=types.SimpleNamespace(group_shape=shape, static=st))  # noqa: E731
     return types.SimpleNamespace(weight_quant_key=key(weight_group, True), activation_quant_key=key(act_group, static),
-                                 out_dtype=out_dtype, input_dtype=out_dtype, weight_shape=None)
+                                 out_dtype=out_dtype, input_dtype=out_dtype, weight_shape=weight_shape)
 
 
 def run_sglang(x, w, ws, xs, bias):
@@ -176,6 +176,29 @@ def test_vllm_declines_other_activation_groups():
     ok, reason = vllm_adapter.Fp8ExtBlockScaledMMKernel.can_implement(_vllm_config(static=True))
     assert not ok and "dynamic" in reason
     assert vllm_adapter.Fp8ExtBlockScaledMMKernel.can_implement(_vllm_config()) == (True, None)
+
+
+def test_vllm_declines_weights_the_op_cannot_serve():
+    """vLLM hands can_implement the layer's [N, K]; shapes the op would refuse at the first forward
+    (K % 128, N % 16) are declined so that vLLM picks its own kernel."""
+    for shape in ((4096, 1000), (4104, 4096)):
+        ok, reason = vllm_adapter.Fp8ExtBlockScaledMMKernel.can_implement(_vllm_config(weight_shape=torch.Size(shape)))
+        assert not ok and f"[{shape[0]}, {shape[1]}]" in reason
+    assert vllm_adapter.Fp8ExtBlockScaledMMKernel.can_implement(_vllm_config(weight_shape=(2112, 7168))) == (True, None)
+
+
+def test_engines_stand_aside_on_gfx94x(monkeypatch):
+    """On gfx94x SGLang converts weights to e4m3fnuz, which the ops refuse: dispatch hands those
+    layers to SGLang's own kernels (and vLLM's is_supported declines)."""
+    monkeypatch.setattr(sgl_adapter, "fnuz_device", lambda: True)
+    monkeypatch.setattr(vllm_adapter, "fnuz_device", lambda: True)
+    assert sgl_adapter.dispatch([128, 128], fallback=lambda **kw: ("sglang's own", kw)) == (
+        "sglang's own", {"weight_block_size": [128, 128], "act_scale_ue8m0": False})
+    with pytest.raises(ValueError, match="e4m3fnuz"):
+        sgl_adapter.dispatch([128, 128])
+    assert vllm_adapter.Fp8ExtBlockScaledMMKernel.is_supported()[0] is False
+    monkeypatch.setattr(sgl_adapter, "fnuz_device", lambda: False)
+    assert sgl_adapter.dispatch([128, 128], fallback=lambda **kw: None) is sgl_adapter.w8a8_block_fp8_linear
 
 
 def test_sglang_dispatch_and_install_with_a_stand_in_module(monkeypatch):

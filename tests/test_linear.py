@@ -228,6 +228,12 @@ def test_mxscale_switches(monkeypatch):
     monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "4096by1024")
     with pytest.raises(ValueError, match="SGLANG_DSV4_DENSE_MXSCALE_SHAPES"):
         switches.mxscale_enabled_for(4096, 1024)
+    # SGLang's own parser of this variable takes "N:K" items and "all": one setting serves both
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", "2048:7168, 7168x2048")
+    assert switches.mxscale_enabled_for(2048, 7168) and switches.mxscale_enabled_for(7168, 2048)
+    assert not switches.mxscale_enabled_for(7168, 7168)
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", " All ")
+    assert switches.mxscale_enabled_for(7168, 7168)
 
 
 @pytest.mark.parametrize("M", [1, 32, 33, 100])

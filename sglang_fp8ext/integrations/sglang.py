@@ -22,7 +22,7 @@ import torch
 
 from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
-from ..module import e8m0_scale_if_enabled, shuffle_in_place_if_wanted
+from ..module import e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wanted
 
 
 FP8 = torch.float8_e4m3fn
@@ -123,16 +123,22 @@ def w8a8_block_fp8_linear(
 
 def dispatch(weight_block_size: Optional[List[int]] = None, act_scale_ue8m0: bool = False, *, fallback=None):
     """What SGLang's ``dispatch_w8a8_block_fp8_linear(weight_block_size, act_scale_ue8m0)`` should
-    return: :func:`w8a8_block_fp8_linear` for ``[128, 128]`` blocks, else ``fallback(...)`` (SGLang's
-    own dispatch; without one, a ValueError naming the block size).
+    return: :func:`w8a8_block_fp8_linear` for ``[128, 128]`` blocks (not on gfx94x, whose e4m3fnuz
+    weights the ops do not serve), else ``fallback(...)`` (SGLang's own dispatch; without one, a
+    ValueError naming the block size, or on gfx94x saying so).
 
     With ``act_scale_ue8m0`` (a ue8m0 checkpoint) activations are still quantized with fp32 scales
     unless the layer carries an e8m0 weight scale (``prepare_layer`` under
     SGLANG_DSV4_DENSE_MXSCALE); both are SPEC §3 quantizations."""
-    if weight_block_size is not None and [int(v) for v in weight_block_size] == SUPPORTED_BLOCK_SIZE:
+    # gfx94x: SGLang converts the weights to e4m3fnuz there, which the ops do not serve (SPEC §1)
+    served = not fnuz_device()
+    if served and weight_block_size is not None and [int(v) for v in weight_block_size] == SUPPORTED_BLOCK_SIZE:
         return w8a8_block_fp8_linear
     if fallback is not None:
         return fallback(weight_block_size=weight_block_size, act_scale_ue8m0=act_scale_ue8m0)
+    if not served:
+        raise ValueError("sglang_fp8ext dispatch: gfx94x runs FP8 as e4m3fnuz, which sglang_fp8ext does not serve; "
+                         "keep SGLang's kernels there")
     check_block_size(weight_block_size, who="dispatch")  # raises
     raise AssertionError("unreachable")
 

@@ -29,7 +29,7 @@ import torch
 
 from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
-from ..module import e8m0_scale_if_enabled, shuffle_in_place_if_wanted
+from ..module import e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wanted
 from ..ops import scaled_gemm
 
 
@@ -66,13 +66,6 @@ def _check_block_shapes(who: str, weight_group_shape, act_quant_group_shape) -> 
     problem = _block_shape_problem(weight_group_shape, act_quant_group_shape)
     if problem is not None:
         raise ValueError(f"sglang_fp8ext {who}: {problem}. Keep vLLM's own kernel for this layer.")
-
-
-def _fnuz_device() -> bool:
-    """gfx942-style e4m3fnuz hardware (out of scope: SPEC §1)."""
-    if not (getattr(torch.version, "hip", None) and torch.cuda.is_available()):
-        return False
-    return "gfx94" in getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
 
 
 def _matching_scales(weight_scale: torch.Tensor, input_scale: torch.Tensor):
@@ -155,7 +148,7 @@ class Fp8ExtBlockScaledMMKernel:
 
     @classmethod
     def is_supported(cls, compute_capability: int | None = None) -> tuple[bool, str | None]:
-        if _fnuz_device():
+        if fnuz_device():
             return False, "sglang_fp8ext serves OCP float8_e4m3fn only (gfx94x uses e4m3fnuz)."
         return True, None
 
@@ -167,6 +160,13 @@ class Fp8ExtBlockScaledMMKernel:
         problem = _block_shape_problem(config.weight_quant_key.scale.group_shape, act.group_shape)
         if problem is not None:
             return False, problem
+        shape = getattr(config, "weight_shape", None)  # (N, K) of the layer's weight, this rank's
+        if shape is not None:
+            n, k = (int(v) for v in shape)
+            if k % 128 or n % 16:
+                # vLLM accepts such partitions (K at TP1, a merged layer's last part); its own
+                # kernels serve them, where the op would raise at the first forward
+                return False, f"weight [N, K] = [{n}, {k}]: needs K a multiple of 128 and N a multiple of 16"
         out_dtype = getattr(config, "out_dtype", None)
         if out_dtype not in (None, torch.bfloat16, torch.float16, torch.float32):
             return False, f"out_dtype {out_dtype} is not supported (bfloat16, float16 or float32)"
