@@ -237,7 +237,14 @@ def test_sglang_dispatch_and_install_with_a_stand_in_module(monkeypatch):
     layer.weight = torch.nn.Parameter(rand_weight(256, 256, seed=1), requires_grad=False)
     layer.weight_scale_inv = torch.nn.Parameter(fx.e8m0_to_scale(_weight_scale(256, 256, True, 2)), requires_grad=False)
     Fp8LinearMethod([128, 128]).process_weights_after_loading(layer)
-    assert layer.processed and layer.weight._mxscale_w_scale.dtype == E8M0  # the switch is on, scales are 2^k
+    # the switch is on and the scales are 2^k: an e8m0 copy, under our own name, since SGLang's
+    # _mxscale_w_scale would switch its DeepSeek-V4 producers to scales laid out for AITER only
+    assert layer.processed and getattr(layer.weight, sgl_adapter.E8M0_ATTR).dtype == E8M0
+    assert not hasattr(layer.weight, "_mxscale_w_scale")
+    x = rand_act((3, 256), torch.bfloat16, seed=4)
+    torch.testing.assert_close(sgl_adapter.w8a8_block_fp8_linear(x, layer.weight, [128, 128], layer.weight_scale_inv),
+                               fx.fp8_block_linear(x, layer.weight, getattr(layer.weight, sgl_adapter.E8M0_ATTR)),
+                               rtol=0, atol=0)
     assert not getattr(layer.weight, "is_shuffled", False)  # CPU: plain layout
 
 

@@ -28,6 +28,11 @@ from ..module import e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wan
 FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu
 SUPPORTED_BLOCK_SIZE = [128, 128]
+# prepare_layer's e8m0 copy of the block scales, on the weight. Not SGLang's `_mxscale_w_scale`:
+# that attribute also switches SGLang's DeepSeek-V4 norm producers to e8m0 scales whose bytes are
+# column-major under row-major strides (rmsnorm_fp8_e8m0_quant, 0.5.23), which its AITER GEMM reads
+# raw and this package, reading by index, would misread.
+E8M0_ATTR = "_sglang_fp8ext_scale_e8m0"
 
 __all__ = ["w8a8_block_fp8_linear", "dispatch", "install", "prepare_layer", "SUPPORTED_BLOCK_SIZE"]
 
@@ -49,7 +54,7 @@ def check_block_size(block_size, who: str = "w8a8_block_fp8_linear") -> None:
 def _scales(weight: torch.Tensor, weight_scale: torch.Tensor, input_scale: Optional[torch.Tensor]):
     """(weight scale, input scale) in one format, as fp8_block_linear needs them.
 
-    bf16/fp16 input: SGLang's e8m0 copy ``weight._mxscale_w_scale`` (SGLANG_DSV4_DENSE_MXSCALE)
+    bf16/fp16 input: the e8m0 copy of ``prepare_layer`` (or SGLang's ``weight._mxscale_w_scale``)
     if the weight carries one, else ``weight_scale``. Pre-quantized input: e8m0 activation scales
     pair with the e8m0 copy (or an e8m0 ``weight_scale``); every other mix is brought to fp32,
     which is exact (e8m0 -> fp32 loses nothing)."""
@@ -60,7 +65,9 @@ def _scales(weight: torch.Tensor, weight_scale: torch.Tensor, input_scale: Optio
             f"{tuple(weight_scale.shape)} (a DeepGEMM-packed int32 scale cannot be read: skip "
             f"SGLang's DeepGEMM scale requantization for layers served here)"
         )
-    mx = getattr(weight, "_mxscale_w_scale", None)
+    mx = getattr(weight, E8M0_ATTR, None)
+    if mx is None:
+        mx = getattr(weight, "_mxscale_w_scale", None)  # SGLang's own copy, where it made one
     if mx is not None and mx.dtype != E8M0:
         mx = None
     if input_scale is None:
@@ -147,15 +154,16 @@ def prepare_layer(layer: torch.nn.Module) -> None:
     """Weight preparation for a layer served by :func:`w8a8_block_fp8_linear`, to run after SGLang's
     ``process_weights_after_loading``: on a ROCm GPU the weight is AITER-(16,16)-shuffled in place
     (``weight.is_shuffled = True``) unless already shuffled; if ``SGLANG_DSV4_DENSE_MXSCALE`` allows
-    this (N, K) and every block scale is a power of two, ``layer.weight._mxscale_w_scale`` (SGLang's
-    attribute for it) gets an e8m0 copy of ``layer.weight_scale_inv``. Idempotent."""
+    this (N, K) and every block scale is a power of two, ``layer.weight`` gets an e8m0 copy of
+    ``layer.weight_scale_inv`` (in ``E8M0_ATTR``, not SGLang's ``_mxscale_w_scale``: see there).
+    Idempotent."""
     weight = layer.weight
     n, k = weight.shape
     shuffle_in_place_if_wanted(weight)
-    if getattr(weight, "_mxscale_w_scale", None) is None:
+    if getattr(weight, E8M0_ATTR, None) is None:
         e8m0 = e8m0_scale_if_enabled(layer.weight_scale_inv, n, k, "SGLang layer")
         if e8m0 is not None:
-            weight._mxscale_w_scale = e8m0
+            setattr(weight, E8M0_ATTR, e8m0)
 
 
 def install() -> None:
