@@ -248,6 +248,46 @@ def test_sglang_dispatch_and_install_with_a_stand_in_module(monkeypatch):
     assert not getattr(layer.weight, "is_shuffled", False)  # CPU: plain layout
 
 
+@pytest.mark.parametrize("keep_plain", [False, True])
+def test_sglang_rocm_preparation_simulated_on_cpu(monkeypatch, keep_plain):
+    """prepare_layer on ROCm (forced here): the shuffle SGLang's own bpreshuffle would do, recorded
+    as SGLang records it (layer.aiter_bpreshuffled: its gathers, CP slicing and model asserts read
+    it), and skipped for a layer that keeps its plain layout (DeepSeek-V4's wo_a)."""
+    import sglang_fp8ext.module as fx_module
+
+    monkeypatch.setattr(fx_module, "wants_shuffled_weight", lambda weight: True)
+    w = rand_weight(256, 256, seed=5)
+    layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
+    layer.weight_scale_inv = torch.nn.Parameter(_weight_scale(256, 256, False, 6), requires_grad=False)
+    if keep_plain:
+        layer.keep_plain_weight_layout = True
+    sgl_adapter.prepare_layer(layer)
+    sgl_adapter.prepare_layer(layer)  # idempotent
+    expected = w if keep_plain else fx.shuffle_weight(w)
+    assert torch.equal(layer.weight.view(torch.uint8), expected.view(torch.uint8))
+    assert getattr(layer.weight, "is_shuffled", False) == (not keep_plain)
+    assert getattr(layer, "aiter_bpreshuffled", False) == (not keep_plain)
+    x = rand_act((3, 256), torch.bfloat16, seed=7)
+    torch.testing.assert_close(sgl_adapter.w8a8_block_fp8_linear(x, layer.weight, [128, 128], layer.weight_scale_inv),
+                               fx.fp8_block_linear(x, w, layer.weight_scale_inv), rtol=0, atol=0)
+
+
+def test_vllm_keeps_the_plain_layout_on_rocm(monkeypatch):
+    """vLLM code outside the kernel reads layer.weight row-major (MLA dequantizes kv_b_proj), so
+    the kernel's preparation never shuffles it, not even where ROCm would prefer the shuffle."""
+    import sglang_fp8ext.module as fx_module
+
+    monkeypatch.setattr(fx_module, "wants_shuffled_weight", lambda weight: True)
+    w = rand_weight(256, 256, seed=8)
+    layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
+    layer.weight_scale_inv = torch.nn.Parameter(_weight_scale(256, 256, False, 9), requires_grad=False)
+    vllm_adapter.Fp8ExtBlockScaledMMKernel(_vllm_config()).process_weights_after_loading(layer)
+    assert torch.equal(layer.weight.view(torch.uint8), w.view(torch.uint8))
+    assert not getattr(layer.weight, "is_shuffled", False)
+
+
 # ---- the engines' own source ---------------------------------------------------------------------
 
 def _cache_root() -> str:

@@ -153,13 +153,20 @@ def dispatch(weight_block_size: Optional[List[int]] = None, act_scale_ue8m0: boo
 def prepare_layer(layer: torch.nn.Module) -> None:
     """Weight preparation for a layer served by :func:`w8a8_block_fp8_linear`, to run after SGLang's
     ``process_weights_after_loading``: on a ROCm GPU the weight is AITER-(16,16)-shuffled in place
-    (``weight.is_shuffled = True``) unless already shuffled; if ``SGLANG_DSV4_DENSE_MXSCALE`` allows
+    (``weight.is_shuffled = True``, ``layer.aiter_bpreshuffled = True``) unless already shuffled or
+    the layer sets ``keep_plain_weight_layout``; if ``SGLANG_DSV4_DENSE_MXSCALE`` allows
     this (N, K) and every block scale is a power of two, ``layer.weight`` gets an e8m0 copy of
     ``layer.weight_scale_inv`` (in ``E8M0_ATTR``, not SGLang's ``_mxscale_w_scale``: see there).
     Idempotent."""
     weight = layer.weight
     n, k = weight.shape
-    shuffle_in_place_if_wanted(weight)
+    # SGLang's own bpreshuffle step honours keep_plain_weight_layout (a weight the model reads
+    # itself, e.g. DeepSeek-V4's wo_a) and records a shuffle in layer.aiter_bpreshuffled, which its
+    # weight gathers, context-parallel slicing and model asserts consult: do the same.
+    if not getattr(layer, "keep_plain_weight_layout", False):
+        shuffle_in_place_if_wanted(weight)
+    if getattr(weight, "is_shuffled", False):
+        layer.aiter_bpreshuffled = True
     if getattr(weight, E8M0_ATTR, None) is None:
         e8m0 = e8m0_scale_if_enabled(layer.weight_scale_inv, n, k, "SGLang layer")
         if e8m0 is not None:

@@ -29,7 +29,7 @@ import torch
 
 from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
-from ..module import e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wanted
+from ..module import e8m0_scale_if_enabled, fnuz_device
 from ..ops import scaled_gemm
 
 
@@ -177,12 +177,13 @@ class Fp8ExtBlockScaledMMKernel:
         return "weight_scale_inv" if getattr(layer, "weight_scale_inv", None) is not None else "weight_scale"
 
     def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-        """Like ``Fp8BlockLinear.process_weights_after_loading``: AITER-shuffle the weight on a ROCm
-        GPU; under ``SGLANG_DSV4_DENSE_MXSCALE`` keep an e8m0 copy of power-of-two fp32 block scales
-        (in ``layer._sglang_fp8ext_scale_e8m0``). The weight and scale keep vLLM's names. Idempotent."""
+        """Under ``SGLANG_DSV4_DENSE_MXSCALE`` keep an e8m0 copy of power-of-two fp32 block scales (in
+        ``layer._sglang_fp8ext_scale_e8m0``). The weight keeps vLLM's name and its plain layout, also
+        on ROCm: vLLM code outside the kernel reads ``layer.weight`` as row-major (MLA attention
+        dequantizes ``kv_b_proj``'s weight itself), and an in-place AITER shuffle would hand it
+        permuted bytes. Idempotent."""
         weight = layer.weight
         n, k = weight.shape
-        shuffle_in_place_if_wanted(weight)
         if getattr(layer, E8M0_ATTR, None) is None:
             e8m0 = e8m0_scale_if_enabled(getattr(layer, self._scale_name(layer)), n, k, "vLLM layer")
             if e8m0 is not None:
