@@ -247,6 +247,39 @@ def test_sglang_dispatch_and_install_with_a_stand_in_module(monkeypatch):
                                rtol=0, atol=0)
     assert not getattr(layer.weight, "is_shuffled", False)  # CPU: plain layout
 
+    # A weight update (SGLang's updater) writes checkpoint bytes and scales into the same
+    # Parameters and runs process_weights_after_loading again: the preparation follows them, on
+    # ROCm (forced here) too, where the markers of the previous shuffle would otherwise stay.
+    import sglang_fp8ext.module as fx_module
+
+    monkeypatch.setattr(fx_module, "wants_shuffled_weight", lambda weight: True)
+    for seed in (7, 8):
+        new_w, new_s = rand_weight(256, 256, seed=seed), fx.e8m0_to_scale(_weight_scale(256, 256, True, seed + 10))
+        with torch.no_grad():
+            layer.weight.copy_(new_w)
+            layer.weight_scale_inv.copy_(new_s)
+        Fp8LinearMethod([128, 128]).process_weights_after_loading(layer)
+        assert torch.equal(layer.weight.view(torch.uint8), fx.shuffle_weight(new_w).view(torch.uint8)), seed
+        assert layer.weight.is_shuffled and layer.aiter_bpreshuffled
+        assert torch.equal(getattr(layer.weight, sgl_adapter.E8M0_ATTR).view(torch.uint8),
+                           fx.scale_to_e8m0(new_s).view(torch.uint8)), seed
+
+
+def test_vllm_preparation_follows_a_reload(monkeypatch):
+    """vLLM runs process_weights_after_loading after every (re)load: the e8m0 copy follows the scales."""
+    monkeypatch.setenv("SGLANG_DSV4_DENSE_MXSCALE", "1")
+    monkeypatch.delenv("SGLANG_DSV4_DENSE_MXSCALE_SHAPES", raising=False)
+    kernel = vllm_adapter.Fp8ExtBlockScaledMMKernel(_vllm_config())
+    layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(rand_weight(256, 256, seed=1), requires_grad=False)
+    layer.weight_scale_inv = torch.nn.Parameter(fx.e8m0_to_scale(_weight_scale(256, 256, True, 2)), requires_grad=False)
+    for seed in (3, 4):
+        with torch.no_grad():
+            layer.weight_scale_inv.copy_(fx.e8m0_to_scale(_weight_scale(256, 256, True, seed)))
+        kernel.process_weights_after_loading(layer)
+        assert torch.equal(getattr(layer, vllm_adapter.E8M0_ATTR).view(torch.uint8),
+                           fx.scale_to_e8m0(layer.weight_scale_inv.detach()).view(torch.uint8)), seed
+
 
 @pytest.mark.parametrize("keep_plain", [False, True])
 def test_sglang_rocm_preparation_simulated_on_cpu(monkeypatch, keep_plain):

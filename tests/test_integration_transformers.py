@@ -41,6 +41,7 @@ import importlib.util
 import json
 import os
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -306,6 +307,16 @@ def test_model_without_fp8linear_is_untouched():
     assert {n: type(m) for n, m in model.named_modules()} == types_before
     for k, p in model.named_parameters():
         assert p is params[k][0] and torch.equal(p, params[k][1]), k
+
+
+def test_weights_on_other_devices_are_skipped():
+    """transformers also runs FP8 on XPU; the ops have CPU and CUDA/ROCm kernels only, so such a
+    layer stays on transformers' path (with the reason) instead of failing at its first forward."""
+    mod = make_fp8linear(128, 256)
+    real = mod.weight
+    mod._parameters["weight"] = types.SimpleNamespace(device=torch.device("xpu"), dtype=real.dtype, shape=real.shape)
+    reason = tfx._skip_reason(mod)
+    assert reason is not None and "xpu" in reason and "CPU and CUDA" in reason
 
 
 # ---- an FP8 checkpoint through from_pretrained, generate, compile ---------------------------------

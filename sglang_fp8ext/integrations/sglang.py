@@ -167,10 +167,8 @@ def prepare_layer(layer: torch.nn.Module) -> None:
         shuffle_in_place_if_wanted(weight)
     if getattr(weight, "is_shuffled", False):
         layer.aiter_bpreshuffled = True
-    if getattr(weight, E8M0_ATTR, None) is None:
-        e8m0 = e8m0_scale_if_enabled(layer.weight_scale_inv, n, k, "SGLang layer")
-        if e8m0 is not None:
-            setattr(weight, E8M0_ATTR, e8m0)
+    # derived from the scales as they are now (a weight update replaces them in place)
+    setattr(weight, E8M0_ATTR, e8m0_scale_if_enabled(layer.weight_scale_inv, n, k, "SGLang layer"))
 
 
 def install() -> None:
@@ -194,8 +192,14 @@ def install() -> None:
 
     @functools.wraps(original_process)
     def process_weights_after_loading(self, layer):
+        ours = getattr(self, "w8a8_block_fp8_linear", None) is w8a8_block_fp8_linear
+        if ours and getattr(layer.weight, "is_shuffled", False):
+            # SGLang runs this after every load, also after a weight update, which writes
+            # checkpoint-layout bytes into the same Parameter: its markers describe old bytes
+            layer.weight.is_shuffled = False
+            layer.aiter_bpreshuffled = False
         result = original_process(self, layer)
-        if getattr(self, "w8a8_block_fp8_linear", None) is w8a8_block_fp8_linear:
+        if ours:
             prepare_layer(layer)
         return result
 

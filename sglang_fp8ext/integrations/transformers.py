@@ -158,6 +158,9 @@ def _skip_reason(module: nn.Module) -> Optional[str]:
     w, ws = module.weight, module.weight_scale_inv
     if w.device.type == "meta":
         return "the weight is on the meta device (not loaded, or offloaded)"
+    if w.device.type not in ("cpu", "cuda"):
+        # transformers also runs FP8 on XPU; the sgl_fp8 ops have CPU and CUDA/ROCm kernels only
+        return f"the weight is on {w.device.type}: sglang_fp8ext runs on CPU and CUDA/ROCm GPUs"
     if w.dtype != FP8:
         return f"weight dtype {w.dtype} (not FP8, e.g. not quantized on load): FP8Linear runs F.linear for it"
     N, K = w.shape

@@ -182,12 +182,9 @@ class Fp8ExtBlockScaledMMKernel:
         on ROCm: vLLM code outside the kernel reads ``layer.weight`` as row-major (MLA attention
         dequantizes ``kv_b_proj``'s weight itself), and an in-place AITER shuffle would hand it
         permuted bytes. Idempotent."""
-        weight = layer.weight
-        n, k = weight.shape
-        if getattr(layer, E8M0_ATTR, None) is None:
-            e8m0 = e8m0_scale_if_enabled(getattr(layer, self._scale_name(layer)), n, k, "vLLM layer")
-            if e8m0 is not None:
-                setattr(layer, E8M0_ATTR, e8m0)
+        n, k = layer.weight.shape
+        # derived from the scales as they are now: a weight reload replaces them in place
+        setattr(layer, E8M0_ATTR, e8m0_scale_if_enabled(getattr(layer, self._scale_name(layer)), n, k, "vLLM layer"))
 
     def apply_weights(
         self,
