@@ -309,8 +309,10 @@ def _check_loaded_as_fp8(model: nn.Module, record: _FP8LoadRecord) -> None:
     ):
         raise RuntimeError(
             "load_fp8_model: transformers dequantized the FP8 checkpoint (no FP8Linear holds an FP8 weight, or "
-            "quantization_config.dequantize is set). If dequantize=True was not asked for, transformers' loading "
-            "internals changed since 5.17 and sglang_fp8ext needs an update"
+            "quantization_config.dequantize is set). transformers does so on GPUs below compute capability 8.9, "
+            "which have no FP8 (sglang_fp8ext's kernels are sm_90 and gfx950: use the bf16 model there); elsewhere, "
+            "if dequantize=True was not asked for, transformers' loading internals changed since 5.17 and "
+            "sglang_fp8ext needs an update"
         )
 
 
