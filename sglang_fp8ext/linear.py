@@ -162,7 +162,7 @@ def fp8_block_linear(
     if out_dtype is not None and out_dtype != x.dtype:
         raise ValueError(f"fp8_block_linear: out_dtype {out_dtype} must equal x's dtype {x.dtype} for bf16/fp16 input")
     if torch.compiler.is_compiling():
-        out = _block_linear(x2, weight, weight_scale, w_shuffled, bias)
+        out = torch.ops.sgl_fp8._block_linear(x2, weight, weight_scale, w_shuffled, bias)
     else:
         out = _chosen_path(x2, weight, weight_scale, w_shuffled, bias)
     return out.reshape(*lead, N)
@@ -179,14 +179,18 @@ def _chosen_path(x2: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Ten
     return out
 
 
-@torch.library.custom_op("sgl_fp8::_block_linear", mutates_args=())
-def _block_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, w_shuffled: bool,
-                  bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """fp8_block_linear's bf16/fp16 path under torch.compile: the choice happens here, per call."""
-    return _chosen_path(x, weight, weight_scale, w_shuffled, bias)
+# Defined with torch.library.Library rather than torch.library.custom_op: a compiled graph that is
+# not captured in a CUDA graph calls it per forward, and custom_op's Python wrapper costs about as
+# much again as the path choice itself.
+_LIBRARY = torch.library.Library("sgl_fp8", "FRAGMENT")
+_LIBRARY.define(
+    "_block_linear(Tensor x, Tensor weight, Tensor weight_scale, bool w_shuffled, Tensor? bias) -> Tensor",
+    tags=(torch.Tag.pt2_compliant_tag,),
+)
+_LIBRARY.impl("_block_linear", _chosen_path, "CompositeExplicitAutograd")
 
 
-@_block_linear.register_fake
+@torch.library.register_fake("sgl_fp8::_block_linear")
 def _(x, weight, weight_scale, w_shuffled, bias):
     # Every path has smallm_gemm's contract and output ([M, N] in x's dtype, contiguous): its fake
     # checks the one and sizes the other.

@@ -32,7 +32,7 @@ def test_exact_schemas(name):
     assert str(getattr(OPS, name).default._schema) == SPEC_SCHEMAS[name]
 
 
-@pytest.mark.parametrize("name", list(SPEC_SCHEMAS) + ["_smallm_gemm_configured"])
+@pytest.mark.parametrize("name", list(SPEC_SCHEMAS) + ["_smallm_gemm_configured", "_block_linear"])
 def test_ops_carry_the_pt2_compliant_tag(name):
     """torch.compile trusts only tagged custom ops without its own checks (schemas.py defines them)."""
     assert torch.Tag.pt2_compliant_tag in getattr(OPS, name).default.tags
