@@ -149,6 +149,10 @@ def shuffle_in_place_if_wanted(weight: torch.Tensor) -> None:
         weight.is_shuffled = True
 
 
+# Where the engine adapters keep the e8m0 copy of a layer's block scales (never a checkpoint name)
+ENGINE_E8M0_ATTR = "_sglang_fp8ext_scale_e8m0"
+
+
 def e8m0_scale_if_enabled(weight_scale: torch.Tensor, n: int, k: int, who: str) -> Optional[torch.Tensor]:
     """The e8m0 copy of fp32 block scales that weight preparation keeps where
     ``SGLANG_DSV4_DENSE_MXSCALE`` allows it for (N, K) and every scale is an exact power of two;

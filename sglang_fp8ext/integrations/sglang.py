@@ -22,7 +22,7 @@ import torch
 
 from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
-from ..module import e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wanted
+from ..module import ENGINE_E8M0_ATTR, e8m0_scale_if_enabled, fnuz_device, shuffle_in_place_if_wanted
 
 
 FP8 = torch.float8_e4m3fn
@@ -32,7 +32,7 @@ SUPPORTED_BLOCK_SIZE = [128, 128]
 # that attribute also switches SGLang's DeepSeek-V4 norm producers to e8m0 scales whose bytes are
 # column-major under row-major strides (rmsnorm_fp8_e8m0_quant, 0.5.23), which its AITER GEMM reads
 # raw and this package, reading by index, would misread.
-E8M0_ATTR = "_sglang_fp8ext_scale_e8m0"
+E8M0_ATTR = ENGINE_E8M0_ATTR
 
 __all__ = ["w8a8_block_fp8_linear", "dispatch", "install", "prepare_layer", "SUPPORTED_BLOCK_SIZE"]
 

@@ -29,7 +29,7 @@ import torch
 
 from ..layout import e8m0_to_scale
 from ..linear import fp8_block_linear
-from ..module import e8m0_scale_if_enabled, fnuz_device
+from ..module import ENGINE_E8M0_ATTR, e8m0_scale_if_enabled, fnuz_device
 from ..ops import scaled_gemm
 
 
@@ -37,8 +37,7 @@ FP8 = torch.float8_e4m3fn
 E8M0 = torch.float8_e8m0fnu
 WEIGHT_GROUP_SHAPE = (128, 128)
 ACT_GROUP_SHAPE = (1, 128)
-#: where process_weights_after_loading keeps the e8m0 copy of the block scales (never a checkpoint name)
-E8M0_ATTR = "_sglang_fp8ext_scale_e8m0"
+E8M0_ATTR = ENGINE_E8M0_ATTR  # on the layer
 
 __all__ = ["Fp8ExtBlockScaledMMKernel", "Fp8ExtW8A8BlockFp8LinearOp", "vllm_kernel_class", "install"]
 
