@@ -1,14 +1,15 @@
 """GPU-only tests: CUDA/HIP graph capture and replay of every op (replay equals eager bitwise),
-torch.compile(mode="reduce-overhead", fullgraph=True) over fp8_block_linear for several M, the
-GPU ops against the CPU ops, and CPU tensors handed to the GPU path. Skipped, with the reason,
-where no GPU (or no GPU build) exists; the device-parametrized tests in the other files also run
-their "cuda" variants there."""
+torch.compile(mode="reduce-overhead", fullgraph=True) over fp8_block_linear for several M (the
+graph captured, not skipped), the GPU ops against the CPU ops, and CPU tensors handed to the GPU
+path. Skipped, with the reason, where no GPU (or no GPU build) exists; the device-parametrized
+tests in the other files also run their "cuda" variants there."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 import sglang_fp8ext as fx
 import spec_model as sm
@@ -100,6 +101,7 @@ def test_reduce_overhead_compile_linear(gpu, fmt):
         z = fx.fp8_block_linear(q, w, ws, input_scale=s)
         return y, z, ro
 
+    counters.clear()
     cf = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
     for M in (1, 3, 8, 17, 32):
         for it in range(3):  # warm-up, record, replay
@@ -110,6 +112,10 @@ def test_reduce_overhead_compile_linear(gpu, fmt):
             exp = layer(x, r)
             _same(got, exp)
         assert_gemm_contract(got[0], smallm_ref(x.cpu(), w.cpu(), ws.cpu()), f"reduce-overhead M={M}")
+    # inductor falls back to running the graph uncaptured, with only a log warning, when something in
+    # it cannot be captured (a CPU tensor in the graph, a mutated input, and so on): a silent
+    # slow path for a serving engine, so the ops must never cause it
+    assert counters["inductor"]["cudagraph_skips"] == 0, "reduce-overhead skipped CUDA graphs (see the cudagraphs log)"
 
 
 @pytest.mark.parametrize("fmt", ["fp32", "e8m0"])
