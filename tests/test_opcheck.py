@@ -34,7 +34,8 @@ def test_exact_schemas(name):
 
 @pytest.mark.parametrize("name", list(SPEC_SCHEMAS) + ["_smallm_gemm_configured", "_block_linear"])
 def test_ops_carry_the_pt2_compliant_tag(name):
-    """torch.compile trusts only tagged custom ops without its own checks (schemas.py defines them)."""
+    """torch.compile trusts only tagged custom ops without its own checks (schemas.py defines them,
+    linear.py _block_linear)."""
     assert torch.Tag.pt2_compliant_tag in getattr(OPS, name).default.tags
 
 
