@@ -14,8 +14,8 @@
 #   memcheck   compute-sanitizer memcheck over tools/sanitize_smoke.py
 #   racecheck  compute-sanitizer racecheck over tools/sanitize_smoke.py --quick
 #   check      python -m sglang_fp8ext check
-#   bench      python -m sglang_fp8ext bench --shapes spec (the seven SPEC §6 shapes; writes $OUT/h200.json,
-#              and a plot with matplotlib)
+#   bench      python -m sglang_fp8ext bench --shapes spec (the seven SPEC §6 shapes; writes $OUT/h200.json
+#              on an H200, h100.json on an H100, gpu.json elsewhere, and a plot with matplotlib)
 #   e2e        tools/e2e_decode_bench.py (the decode step; writes $OUT/e2e_decode.json)
 # Every step packs $OUT into $OUT/results.tgz, so a run cut off early still returns its finished
 # steps. SGL_FP8_GIT names the commit being measured (a copied tree may have no .git).
@@ -25,6 +25,10 @@ mkdir -p "$OUT"
 ROOT=$PWD
 PY=${PY:-python3}
 say() { echo "== $* (${SECONDS}s)"; }
+# docs/perf names each card's results after it (h200.json, h100.json)
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+  *H200*) CARD=h200 ;; *H100*) CARD=h100 ;; *) CARD=gpu ;;
+esac
 [ $# -gt 0 ] || set -- tests memcheck racecheck check bench e2e
 
 if [ -n "${SGL_FP8_WHEEL:-}" ]; then
@@ -70,7 +74,7 @@ for step in "$@"; do
       ;;
     bench)
       say "python -m sglang_fp8ext bench --shapes spec"
-      timeout 420 $PY -m sglang_fp8ext bench --shapes spec --out "$OUT" --name h200 >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
+      timeout 420 $PY -m sglang_fp8ext bench --shapes spec --out "$OUT" --name $CARD >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
     e2e)
