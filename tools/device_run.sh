@@ -25,10 +25,6 @@ mkdir -p "$OUT"
 ROOT=$PWD
 PY=${PY:-python3}
 say() { echo "== $* (${SECONDS}s)"; }
-# docs/perf names each card's results after it (h200.json, h100.json)
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
-  *H200*) CARD=h200 ;; *H100*) CARD=h100 ;; *) CARD=gpu ;;
-esac
 [ $# -gt 0 ] || set -- tests memcheck racecheck check bench e2e
 
 if [ -n "${SGL_FP8_WHEEL:-}" ]; then
@@ -74,6 +70,10 @@ for step in "$@"; do
       ;;
     bench)
       say "python -m sglang_fp8ext bench --shapes spec"
+      # docs/perf names each card's results after it (h200.json, h100.json)
+      case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+        *H200*) CARD=h200 ;; *H100*) CARD=h100 ;; *) CARD=gpu ;;
+      esac
       timeout 420 $PY -m sglang_fp8ext bench --shapes spec --out "$OUT" --name $CARD >"$OUT/bench.txt" 2>"$OUT/bench.err"; echo "rc=$?"
       tail -40 "$OUT/bench.txt"
       ;;
